@@ -1,0 +1,68 @@
+"""The ai_utils error tree.
+
+```
+AiUtilsError(Exception)              # root: `except ai_utils.AiUtilsError` catches everything we raise
+├── UserError                        # a caller mistake: bad argument, unknown provider, missing key
+├── ModelOutputError                 # a model's reply failed validation after every retry; .errors, .attempts
+└── ProviderError                    # a provider/CLI call failed; .provider
+```
+
+Later domains (Jev, gateway, feedback, MCP) add their own subclasses of `AiUtilsError` here.
+Messages name the offending value with `!r` and end with the fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["AiUtilsError", "ModelOutputError", "ProviderError", "UserError"]
+
+
+class AiUtilsError(Exception):
+    """Root of every error ai_utils raises on purpose."""
+
+
+class UserError(AiUtilsError):
+    """The caller used ai_utils wrongly: a bad argument, a missing key or setting."""
+
+
+class ModelOutputError(AiUtilsError):
+    """A model reply could not be validated, also after the allowed retries.
+
+    Attributes:
+        errors: the last validation message.
+        attempts: how many model calls were made.
+        output: the last raw reply text.
+    """
+
+    def __init__(self, message: str, *, errors: str, attempts: int, output: str | None = None) -> None:
+        super().__init__(message)
+        self.errors = errors
+        self.attempts = attempts
+        self.output = output
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_model_output_error, (str(self), self.errors, self.attempts, self.output))
+
+
+def _rebuild_model_output_error(message: str, errors: str, attempts: int, output: str | None) -> ModelOutputError:
+    return ModelOutputError(message, errors=errors, attempts=attempts, output=output)
+
+
+class ProviderError(AiUtilsError):
+    """A model provider (HTTP API or local CLI) failed to answer.
+
+    Attributes:
+        provider: the provider name, e.g. ``"claude-cli"``.
+    """
+
+    def __init__(self, message: str, *, provider: str) -> None:
+        super().__init__(message)
+        self.provider = provider
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_provider_error, (str(self), self.provider))
+
+
+def _rebuild_provider_error(message: str, provider: str) -> ProviderError:
+    return ProviderError(message, provider=provider)

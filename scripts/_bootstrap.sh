@@ -1,0 +1,31 @@
+# Sourced by scripts/demo and scripts/test: installs everything the project needs, idempotently.
+#   .tools/  a small venv that holds the pinned uv
+#   .venv/   the project environment, synced from uv.lock (all extras + dev tools)
+#   tests/services/node_modules/  the offline test services, from package-lock.json (only with --services)
+set -euo pipefail
+UV_VERSION="0.13.9"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+if [ ! -x .tools/bin/uv ] || [ "$(.tools/bin/uv --version | awk '{print $2}')" != "$UV_VERSION" ]; then
+    echo "==> installing uv $UV_VERSION into .tools/" >&2
+    python3 -m venv .tools
+    .tools/bin/python -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
+fi
+export UV_PROJECT_ENVIRONMENT="$root/.venv"
+export UV_PYTHON_DOWNLOADS=never
+echo "==> syncing .venv from uv.lock" >&2
+.tools/bin/uv sync --quiet --locked --all-extras --python python3
+
+if [ "${1:-}" = "--services" ]; then
+    if ! command -v npm >/dev/null 2>&1; then
+        echo "npm is missing: install Node.js 20 + npm (apt-get install nodejs npm) to run the test services." >&2
+        exit 1
+    fi
+    if [ ! -f tests/services/node_modules/.package-lock.json ] \
+        || ! cmp -s tests/services/package-lock.json tests/services/node_modules/.ai-utils-lock; then
+        echo "==> npm ci in tests/services" >&2
+        (cd tests/services && npm ci --no-audit --no-fund --loglevel=error)
+        cp tests/services/package-lock.json tests/services/node_modules/.ai-utils-lock
+    fi
+fi

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from _services import Aimock, start_aimock
+
+# Every variable that could make a test reach a real provider or change a default.
+_SECRET_ENV = (
+    "OPENROUTER_API_KEY",
+    "OPENAI_API_KEY",
+    "CHATGROQ_API_KEY",
+    "GROQ_API_KEY",
+    "TAVILY_API_KEY",
+    "TYPESAFE_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "SUPABASE_SERVICE_ROLE_KEY",
+    "NEXT_PUBLIC_SUPABASE_ANON_KEY",
+    "NEXT_PUBLIC_SUPABASE_URL",
+    "AI_UTILS_PROVIDER",
+    "AI_UTILS_MODEL",
+    "OPENROUTER_BASE_URL",
+    "OPENAI_BASE_URL",
+    "GROQ_BASE_URL",
+    "LOCAL_LLM_BASE_URL",
+    "AI_UTILS_CLAUDE_CLI",
+    "AI_UTILS_CODEX_CLI",
+    "JEV_BASE_URL",
+    "LANGSMITH_API_KEY",
+    "LANGCHAIN_API_KEY",
+    "LANGSMITH_TRACING",
+    "LANGCHAIN_TRACING_V2",
+)
+
+
+@pytest.fixture(autouse=True)
+def _clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test may see a real key or a user's provider settings."""
+    for name in _SECRET_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def _aimock_server() -> Iterator[Aimock]:
+    with start_aimock() as server:
+        yield server
+
+
+@pytest.fixture
+def aimock(_aimock_server: Aimock) -> Aimock:
+    """A real OpenAI-compatible fake server, emptied of fixtures and journal for this test."""
+    _aimock_server.reset()
+    return _aimock_server
