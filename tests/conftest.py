@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from _services import Aimock, start_aimock
+from _services import Aimock, start_aimock, start_postgres
 
 # Every variable that could make a test reach a real provider or change a default.
 _SECRET_ENV = (
@@ -51,3 +51,10 @@ def aimock(_aimock_server: Aimock) -> Aimock:
     """A real OpenAI-compatible fake server, emptied of fixtures and journal for this test."""
     _aimock_server.reset()
     return _aimock_server
+
+
+@pytest.fixture(scope="session")
+def postgres_uri() -> Iterator[str]:
+    """URI of a real Postgres (with pgvector available) for this test session."""
+    with start_postgres() as uri:
+        yield uri
