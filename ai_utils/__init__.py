@@ -15,6 +15,9 @@ __version__ = "0.1.0"
 _LAZY: dict[str, str] = {
     "AiUtilsError": "ai_utils.exceptions",
     "Chain": "ai_utils.chains",
+    "ChatClaudeCLI": "ai_utils.llm",
+    "ChatCodexCLI": "ai_utils.llm",
+    "ChatOpenAICompatible": "ai_utils.llm",
     "FakeChatModel": "ai_utils.testing",
     "FunctionChatModel": "ai_utils.testing",
     "ModelOutputError": "ai_utils.exceptions",
@@ -37,7 +40,7 @@ _LAZY: dict[str, str] = {
 if TYPE_CHECKING:
     from ai_utils.chains import Chain
     from ai_utils.exceptions import AiUtilsError, ModelOutputError, ProviderError, UserError
-    from ai_utils.llm import get_llm
+    from ai_utils.llm import ChatClaudeCLI, ChatCodexCLI, ChatOpenAICompatible, get_llm
     from ai_utils.magic import (
         aextract,
         arewrite,
@@ -54,6 +57,9 @@ if TYPE_CHECKING:
 __all__ = [
     "AiUtilsError",
     "Chain",
+    "ChatClaudeCLI",
+    "ChatCodexCLI",
+    "ChatOpenAICompatible",
     "FakeChatModel",
     "FunctionChatModel",
     "ModelOutputError",

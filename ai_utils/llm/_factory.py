@@ -1,0 +1,255 @@
+"""`get_llm`: one call from a provider name to a ready LangChain chat model."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from typing import Any, Final, Literal, get_args
+
+from langchain_core.language_models import BaseChatModel
+
+from ai_utils.exceptions import UserError
+from ai_utils.llm._claude_cli import ChatClaudeCLI
+from ai_utils.llm._cli import CLIChatModel, Reasoning
+from ai_utils.llm._codex_cli import ChatCodexCLI
+from ai_utils.llm._free import free_model
+from ai_utils.llm._openai_compat import ChatOpenAICompatible
+
+__all__ = ["DEFAULT_MODELS", "PROVIDERS", "get_llm"]
+
+PROVIDERS: Final = ("openrouter", "openai", "groq", "local", "claude-cli", "codex-cli", "fake")
+
+DEFAULT_MODELS: Final[Mapping[str, str]] = {
+    "openrouter": "openai/gpt-5.6-luna",
+    "openai": "gpt-5.6-luna",
+    "groq": "llama-3.3-70b-versatile",
+    "local": "llama3.2:3b",
+    "claude-cli": "sonnet",
+    "codex-cli": "gpt-5.5",
+    "fake": "fake-chat-model",
+}
+
+# provider -> (default base URL, env override)
+_BASE_URLS: Final[Mapping[str, tuple[str, str]]] = {
+    "openrouter": ("https://openrouter.ai/api/v1", "OPENROUTER_BASE_URL"),
+    "openai": ("https://api.openai.com/v1", "OPENAI_BASE_URL"),
+    "groq": ("https://api.groq.com", "GROQ_BASE_URL"),
+    "local": ("http://localhost:11434/v1", "LOCAL_LLM_BASE_URL"),
+}
+
+# provider -> env variables holding its key, first found wins
+_KEY_ENV: Final[Mapping[str, tuple[str, ...]]] = {
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "openai": ("OPENAI_API_KEY",),
+    "groq": ("CHATGROQ_API_KEY", "GROQ_API_KEY"),
+}
+
+# Providers where data_safe holds: OpenRouter enforces it per request, local/fake never leave the machine.
+_DATA_SAFE_OK: Final = ("openrouter", "local", "fake")
+
+# A local OpenAI-compatible server (Ollama, vLLM, llama.cpp) needs no key, but the OpenAI SDK insists on one.
+_LOCAL_DUMMY_KEY: Final = "not-needed"
+
+
+class _DefaultProvider(str):
+    """The default ``provider`` value; its identity tells "not given" from an explicit "openrouter"."""
+
+    __slots__ = ()
+
+
+_DEFAULT_PROVIDER: Final = _DefaultProvider("openrouter")
+
+
+def _resolve_provider(provider: str) -> str:
+    if provider is _DEFAULT_PROVIDER:
+        provider = os.environ.get("AI_UTILS_PROVIDER") or str(provider)
+    if provider not in PROVIDERS:
+        known = ", ".join(repr(p) for p in PROVIDERS)
+        raise UserError(f"Unknown provider {provider!r}. Use one of {known}.")
+    return provider
+
+
+def _env_model(provider: str) -> str | None:
+    # AI_UTILS_MODEL belongs to the default provider (AI_UTILS_PROVIDER or openrouter); a model id for
+    # OpenRouter would be wrong for an explicitly requested "claude-cli".
+    if provider != (os.environ.get("AI_UTILS_PROVIDER") or _DEFAULT_PROVIDER):
+        return None
+    return os.environ.get("AI_UTILS_MODEL") or None
+
+
+def _api_key(provider: str, api_key: str | None) -> str:
+    if api_key:
+        return api_key
+    names = _KEY_ENV[provider]
+    for name in names:
+        if value := os.environ.get(name):
+            return value
+    raise UserError(
+        f"get_llm({provider!r}) needs an API key: set the environment variable {' or '.join(names)}, "
+        "or pass api_key=..."
+    )
+
+
+def _base_url(provider: str, base_url: str | None) -> str:
+    default, env = _BASE_URLS[provider]
+    return base_url or os.environ.get(env) or default
+
+
+def _check_options(provider: str, *, model: str | None, data_safe: bool, free: bool, reasoning: str | None) -> None:
+    if reasoning is not None and reasoning not in get_args(Reasoning):
+        raise UserError(f"Unknown reasoning level {reasoning!r}. Use one of {', '.join(get_args(Reasoning))}, or None.")
+    if free and provider != "openrouter":
+        raise UserError(f"free=True works only with provider 'openrouter', not {provider!r}. Drop free=True.")
+    if free and model is not None:
+        raise UserError(f"free=True picks the model itself; it cannot be combined with model={model!r}. Pass one.")
+    if data_safe and provider not in _DATA_SAFE_OK:
+        raise UserError(
+            f"data_safe=True cannot be enforced for provider {provider!r}. Use 'openrouter' (zero data retention "
+            "routing) or 'local', or drop data_safe=True."
+        )
+
+
+def _openrouter_extra_body(extra_body: Any, *, reasoning: str | None, data_safe: bool) -> dict[str, Any] | None:
+    body: dict[str, Any] = dict(extra_body or {})
+    if reasoning is not None:
+        body["reasoning"] = {**(body.get("reasoning") or {}), "effort": reasoning}
+    if data_safe:
+        body["provider"] = {**(body.get("provider") or {}), "data_collection": "deny", "zdr": True}
+    return body or None
+
+
+def _compatible(
+    provider: str,
+    model: str,
+    *,
+    temperature: float | None,
+    reasoning: str | None,
+    data_safe: bool,
+    api_key: str,
+    base_url: str,
+    kwargs: dict[str, Any],
+) -> ChatOpenAICompatible:
+    params: dict[str, Any] = {"model": model, "api_key": api_key, "base_url": base_url, **kwargs}
+    if temperature is not None:
+        params["temperature"] = temperature
+    if provider == "openrouter":
+        params["extra_body"] = _openrouter_extra_body(
+            params.get("extra_body"), reasoning=reasoning, data_safe=data_safe
+        )
+        params.setdefault("provider_label", "openrouter")
+        params.setdefault("history_reasoning_key", "reasoning")
+    elif reasoning is not None:
+        params["reasoning_effort"] = reasoning
+    if provider == "openai":
+        # Let ChatOpenAI route Responses-API-only models (e.g. "-pro") there; compatible servers get Chat Completions.
+        params.setdefault("use_responses_api", None)
+    return ChatOpenAICompatible(**params)
+
+
+def _cli(provider: str, model: str, *, reasoning: Reasoning | None, kwargs: dict[str, Any]) -> CLIChatModel:
+    cls: type[CLIChatModel] = ChatClaudeCLI if provider == "claude-cli" else ChatCodexCLI
+    executable = kwargs.pop("executable", None) or os.environ.get(cls.env_var) or cls.provider.removesuffix("-cli")
+    if shutil.which(executable) is None:
+        raise UserError(
+            f"The {provider} executable {executable!r} was not found. Install the CLI and log in, "
+            f"or set {cls.env_var} to its path."
+        )
+    return cls(model=model, executable=executable, reasoning=reasoning, **kwargs)
+
+
+def _fake(model: str | None, kwargs: dict[str, Any]) -> BaseChatModel:
+    from ai_utils.testing import FakeChatModel
+
+    if "responses" not in kwargs:
+        raise UserError('get_llm("fake") needs the scripted replies: get_llm("fake", responses=["hello", ...]).')
+    responses = kwargs.pop("responses")
+    if model is not None:
+        kwargs["model"] = model
+    return FakeChatModel(responses=responses, **kwargs)
+
+
+def get_llm(
+    provider: str = _DEFAULT_PROVIDER,
+    model: str | None = None,
+    *,
+    temperature: float | None = None,
+    reasoning: Literal["minimal", "low", "medium", "high"] | None = None,
+    data_safe: bool = False,
+    free: bool = False,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    **kwargs: Any,
+) -> BaseChatModel:
+    """Create a chat model for a provider, with keys and base URLs from the environment.
+
+    Providers (class; default model; key; base URL env and default):
+
+    - ``"openrouter"``: `ChatOpenAICompatible`; ``openai/gpt-5.6-luna``; ``OPENROUTER_API_KEY``;
+      ``OPENROUTER_BASE_URL``, ``https://openrouter.ai/api/v1``.
+    - ``"openai"``: `ChatOpenAICompatible`; ``gpt-5.6-luna``; ``OPENAI_API_KEY``; ``OPENAI_BASE_URL``,
+      ``https://api.openai.com/v1``.
+    - ``"groq"``: ``ChatGroq`` (extra ``groq``); ``llama-3.3-70b-versatile``; ``CHATGROQ_API_KEY`` or
+      ``GROQ_API_KEY``; ``GROQ_BASE_URL``, ``https://api.groq.com``.
+    - ``"local"``: `ChatOpenAICompatible`; ``llama3.2:3b``; no key; ``LOCAL_LLM_BASE_URL``,
+      ``http://localhost:11434/v1`` (Ollama).
+    - ``"claude-cli"``: `ChatClaudeCLI`; ``sonnet``; the CLI's login; executable ``AI_UTILS_CLAUDE_CLI``
+      or ``claude``.
+    - ``"codex-cli"``: `ChatCodexCLI`; ``gpt-5.5``; the CLI's login; executable ``AI_UTILS_CODEX_CLI``
+      or ``codex``.
+    - ``"fake"``: `ai_utils.testing.FakeChatModel`; pass ``responses=[...]``.
+
+    ``AI_UTILS_PROVIDER`` replaces the default provider and ``AI_UTILS_MODEL`` that provider's default model when the
+    argument is not given. The OpenAI-compatible class keeps reasoning text out of ``content`` and in a
+    ``{"type": "reasoning"}`` content block (plain ``ChatOpenAI`` drops it).
+
+    Args:
+        provider: one of the providers above.
+        model: the provider's model id; None picks the default (or ``AI_UTILS_MODEL``).
+        temperature: sampling temperature; ignored by the CLI providers.
+        reasoning: reasoning effort. OpenRouter: ``extra_body={"reasoning": {"effort": ...}}``; openai and
+            local: ``reasoning_effort``; claude-cli: ``--effort``; codex-cli: ``-c model_reasoning_effort``;
+            groq ignores it.
+        data_safe: OpenRouter only routes to providers that neither collect nor retain data
+            (``provider: {"data_collection": "deny", "zdr": true}``, merged into ``extra_body``).
+            Allowed for ``local``/``fake``; other providers raise.
+        free: OpenRouter picks the best currently free model (tool calling, then context length, then
+            newest), looked up once per process.
+        api_key: the key; defaults to the provider's environment variable.
+        base_url: the API root; defaults to the provider's base URL environment variable, then its default.
+        **kwargs: passed to the model class, e.g. ``max_tokens``, ``timeout``, ``max_retries``, ``extra_body``;
+            for the CLIs ``executable``, ``timeout``, ``cwd``, ``extra_args``; for fake ``responses``.
+
+    Returns:
+        A LangChain chat model.
+
+    Raises:
+        UserError: unknown provider or reasoning level, a missing key or CLI executable, or options that
+            do not fit the provider.
+        ProviderError: ``free=True`` and the free model list cannot be fetched or lists no free model.
+    """
+    provider = _resolve_provider(provider)
+    _check_options(provider, model=model, data_safe=data_safe, free=free, reasoning=reasoning)
+    if provider == "fake":
+        return _fake(model, kwargs)
+    chosen = model or _env_model(provider) or DEFAULT_MODELS[provider]
+    if provider in ("claude-cli", "codex-cli"):
+        return _cli(provider, chosen, reasoning=reasoning, kwargs=kwargs)
+    key = _LOCAL_DUMMY_KEY if provider == "local" and not api_key else _api_key(provider, api_key)
+    url = _base_url(provider, base_url)
+    if provider == "groq":
+        from ai_utils.llm._groq import chat_groq
+
+        return chat_groq(model=chosen, api_key=key, base_url=url, temperature=temperature, **kwargs)
+    if free:
+        chosen = free_model(url)
+    return _compatible(
+        provider,
+        chosen,
+        temperature=temperature,
+        reasoning=reasoning,
+        data_safe=data_safe,
+        api_key=key,
+        base_url=url,
+        kwargs=kwargs,
+    )
