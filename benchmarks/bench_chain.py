@@ -40,6 +40,6 @@ def metrics() -> list[Metric]:
             ours,
             anchor,
             target=1.10,
-            note="Chain(output=Brief).invoke vs ChatPromptTemplate | model.with_structured_output(Brief), same static model.",
+            note="Chain(output=Brief).invoke vs ChatPromptTemplate | model.with_structured_output(Brief), same model.",
         )
     ]

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from _services import Aimock, start_aimock, start_postgres
+from _services import Aimock, free_port, require_node_package, running, start_aimock, start_postgres
 
 # Every variable that could make a test reach a real provider or change a default.
 _SECRET_ENV = (
@@ -58,3 +59,20 @@ def postgres_uri() -> Iterator[str]:
     """URI of a real Postgres (with pgvector available) for this test session."""
     with start_postgres() as uri:
         yield uri
+
+
+@pytest.fixture(scope="session")
+def everything_js() -> Path:
+    """The server-everything entry point (``node <path> stdio|streamableHttp``)."""
+    return require_node_package("@modelcontextprotocol/server-everything/dist/index.js")
+
+
+@pytest.fixture(scope="session")
+def everything_url(everything_js: Path) -> Iterator[str]:
+    """server-everything over streamable HTTP, held to 127.0.0.1 by a preload (it has no host option)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    preload = str(Path(__file__).parent / "services" / "loopback.cjs")
+    cmd = ["node", "--require", preload, str(everything_js), "streamableHttp"]
+    with running(cmd, ready_url=url, env={"PORT": str(port)}):
+        yield url

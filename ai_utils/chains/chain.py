@@ -1,0 +1,308 @@
+"""`Chain`: a stateless prompt -> model (-> validated output) call, optionally grounded in a vector store.
+
+A Chain holds no state between calls, so it is built straight on LangChain runnables rather than a
+one-node LangGraph graph: a graph would add a state schema and a node wrapper but no checkpointing,
+routing or interrupts, and the chat model's own ``invoke``/``ainvoke``/``stream``/``astream`` already
+give every public pair. All message building is pure (`build_messages`), shared by the four shells.
+
+How inputs reach the model: the system message is ``prompt`` (plus retrieved context and, with
+``output``, the JSON schema); the human message has one ``key: value`` line per input, where a string
+value is written as it is and any other value as compact JSON. ``thread_id`` is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
+
+from langchain_core.documents import Document
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+from pydantic import BaseModel
+
+from ai_utils._structured import (
+    ainvoke_structured,
+    check_retries,
+    check_schema,
+    invoke_structured,
+    message_text,
+    structured_messages,
+)
+from ai_utils.exceptions import UserError
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.vectorstores import VectorStore
+
+__all__ = ["Chain", "build_messages", "check_inputs", "render_inputs", "retrieval_query", "to_documents"]
+
+_IGNORED_INPUTS = frozenset({"thread_id"})
+
+OutputT = TypeVar("OutputT", bound="BaseModel | str")
+M = TypeVar("M", bound=BaseModel)
+
+
+def render_inputs(inputs: Mapping[str, Any]) -> str:
+    """Render chain inputs as ``key: value`` lines (strings as-is, other values as JSON)."""
+    lines = []
+    for key, value in inputs.items():
+        if key in _IGNORED_INPUTS:
+            continue
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=_json_default)
+        lines.append(f"{key}: {text}")
+    return "\n".join(lines)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return str(value)
+
+
+def check_inputs(inputs: Any) -> str:
+    """Validate chain inputs and return them rendered (see `render_inputs`).
+
+    Raises:
+        UserError: ``inputs`` is not a mapping or holds nothing to send.
+    """
+    if not isinstance(inputs, Mapping):
+        raise UserError(
+            f"Chain inputs must be a mapping, got {inputs!r}. Pass a dict, e.g. `chain.invoke({{'question': ...}})`."
+        )
+    human = render_inputs(inputs)
+    if not human:
+        raise UserError(
+            f"Chain inputs {dict(inputs)!r} hold nothing to send to the model. "
+            "Pass at least one input besides `thread_id`, e.g. `{'question': '...'}`."
+        )
+    return human
+
+
+def retrieval_query(inputs: Mapping[str, Any]) -> str:
+    """The vector-store query: the ``question`` input if present, else all inputs as text."""
+    question = inputs.get("question")
+    if question is not None:
+        return question if isinstance(question, str) else json.dumps(question, ensure_ascii=False, default=str)
+    return render_inputs(inputs)
+
+
+def render_context(documents: Sequence[Document]) -> str:
+    """Retrieved documents as a numbered context block for the system message."""
+    body = "\n\n".join(f"[{number}] {doc.page_content}" for number, doc in enumerate(documents, start=1))
+    return f"Use the following context to answer.\n<context>\n{body}\n</context>"
+
+
+def build_messages(
+    prompt: str,
+    inputs: Mapping[str, Any],
+    *,
+    documents: Sequence[Document] | None = None,
+    output: type[BaseModel] | None = None,
+) -> list[BaseMessage]:
+    """The messages one chain call sends: system (prompt, context, schema) + human (inputs).
+
+    Args:
+        prompt: the chain's system prompt (may be empty).
+        inputs: the call's inputs; ``thread_id`` is ignored.
+        documents: retrieved context documents, if any.
+        output: the output schema, if any.
+
+    Returns:
+        The message list.
+
+    Raises:
+        UserError: ``inputs`` is not a mapping or holds nothing to send.
+    """
+    human = check_inputs(inputs)
+    system = prompt
+    if documents:
+        system = f"{system}\n\n{render_context(documents)}" if system else render_context(documents)
+    if output is not None:
+        return structured_messages(system, human, output)
+    return [SystemMessage(system), HumanMessage(human)] if system else [HumanMessage(human)]
+
+
+def to_documents(data: Any) -> list[Document]:
+    """Normalise strings, `Document`s and ``{page_content, metadata}`` mappings (or a list of them)."""
+    items: Iterable[Any] = [data] if isinstance(data, (str, Document, Mapping)) else data
+    documents = []
+    for item in items:
+        if isinstance(item, Document):
+            documents.append(item)
+        elif isinstance(item, str):
+            documents.append(Document(page_content=item))
+        elif isinstance(item, Mapping) and isinstance(item.get("page_content"), str):
+            documents.append(Document(page_content=item["page_content"], metadata=dict(item.get("metadata") or {})))
+        else:
+            raise UserError(
+                f"Cannot add {item!r} as context. "
+                "Pass strings, `Document`s or `{'page_content': str, 'metadata': {...}}` mappings."
+            )
+    return documents
+
+
+class Chain(Generic[OutputT]):
+    """A stateless LLM call with an optional system prompt, validated output and retrieval context.
+
+    Example:
+        ```python
+        chain = Chain(llm=get_llm(), prompt="You are a product marketer.", output=ProductBrief)
+        brief = chain.invoke({"product": "AI notes for teams", "market": "DACH SaaS"})
+        ```
+
+    ``Chain(output=Model)`` is a ``Chain[Model]`` whose ``invoke`` returns ``Model``; without ``output`` it is a
+    ``Chain[str]``. Every call method takes an optional LangChain ``config`` (callbacks, tags, metadata).
+
+    Args:
+        llm: the chat model; defaults to `ai_utils.get_llm()` (created here, so a missing key fails early).
+        prompt: the system prompt.
+        output: a pydantic model class; ``invoke`` then returns a validated instance of it.
+        vector_store: a LangChain `VectorStore`; each call retrieves ``k`` documents as context.
+        k: how many documents to retrieve.
+        retries: extra model calls when the reply does not validate against ``output``.
+    """
+
+    @overload
+    def __init__(
+        self: Chain[str],
+        *,
+        llm: BaseChatModel | None = None,
+        prompt: str = "",
+        output: None = None,
+        vector_store: VectorStore | None = None,
+        k: int = 4,
+        retries: int = 2,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Chain[M],
+        *,
+        llm: BaseChatModel | None = None,
+        prompt: str = "",
+        output: type[M],
+        vector_store: VectorStore | None = None,
+        k: int = 4,
+        retries: int = 2,
+    ) -> None: ...
+
+    def __init__(
+        self,
+        *,
+        llm: BaseChatModel | None = None,
+        prompt: str = "",
+        output: type[BaseModel] | None = None,
+        vector_store: VectorStore | None = None,
+        k: int = 4,
+        retries: int = 2,
+    ) -> None:
+        if output is not None:
+            check_schema(output, argument="Chain(output=...)")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise UserError(f"Chain(k=...) must be an int >= 1, got {k!r}. Pass e.g. `k=4`.")
+        self.retries = check_retries(retries)
+        if llm is None:
+            from ai_utils.llm import get_llm
+
+            llm = get_llm()
+        self.llm: BaseChatModel = llm
+        self.prompt = prompt
+        self.output = output
+        self.vector_store = vector_store
+        self.k = k
+
+    def __repr__(self) -> str:
+        output = None if self.output is None else self.output.__name__
+        return f"Chain(llm={type(self.llm).__name__}, output={output}, k={self.k}, retries={self.retries})"
+
+    def _documents(self, inputs: Mapping[str, Any]) -> list[Document] | None:
+        check_inputs(inputs)
+        if self.vector_store is None:
+            return None
+        return self.vector_store.similarity_search(retrieval_query(inputs), k=self.k)
+
+    async def _adocuments(self, inputs: Mapping[str, Any]) -> list[Document] | None:
+        check_inputs(inputs)
+        if self.vector_store is None:
+            return None
+        return await self.vector_store.asimilarity_search(retrieval_query(inputs), k=self.k)
+
+    def invoke(self, inputs: Mapping[str, Any], config: RunnableConfig | None = None) -> OutputT:
+        """Run the chain once.
+
+        Args:
+            inputs: named inputs, rendered as ``key: value`` lines; ``question`` drives retrieval.
+            config: a LangChain run config (callbacks, tags, metadata) for the model calls.
+
+        Returns:
+            A validated ``output`` instance, or the reply text when the chain has no ``output``.
+
+        Raises:
+            UserError: ``inputs`` is not a non-empty mapping.
+            ModelOutputError: the reply did not validate against ``output`` after ``retries`` extra attempts.
+        """
+        messages = build_messages(self.prompt, inputs, documents=self._documents(inputs), output=self.output)
+        if self.output is not None:
+            return cast(
+                OutputT, invoke_structured(self.llm, messages, self.output, retries=self.retries, config=config)
+            )
+        return cast(OutputT, message_text(self.llm.invoke(messages, config)))
+
+    async def ainvoke(self, inputs: Mapping[str, Any], config: RunnableConfig | None = None) -> OutputT:
+        """Async twin of `invoke`."""
+        messages = build_messages(self.prompt, inputs, documents=await self._adocuments(inputs), output=self.output)
+        if self.output is not None:
+            result = await ainvoke_structured(self.llm, messages, self.output, retries=self.retries, config=config)
+            return cast(OutputT, result)
+        return cast(OutputT, message_text(await self.llm.ainvoke(messages, config)))
+
+    def stream(self, inputs: Mapping[str, Any], config: RunnableConfig | None = None) -> Iterator[str]:
+        """Yield the reply text as the model streams it.
+
+        With ``output`` the chain asks for JSON, so the chunks are the raw JSON text (not validated;
+        use `invoke` for a validated instance).
+
+        Args:
+            inputs: as for `invoke`.
+            config: as for `invoke`.
+
+        Yields:
+            Non-empty text chunks.
+        """
+        messages = build_messages(self.prompt, inputs, documents=self._documents(inputs), output=self.output)
+        for chunk in self.llm.stream(messages, config):
+            if text := message_text(chunk):
+                yield text
+
+    async def astream(self, inputs: Mapping[str, Any], config: RunnableConfig | None = None) -> AsyncIterator[str]:
+        """Async twin of `stream`."""
+        messages = build_messages(self.prompt, inputs, documents=await self._adocuments(inputs), output=self.output)
+        async for chunk in self.llm.astream(messages, config):
+            if text := message_text(chunk):
+                yield text
+
+    def _store(self) -> VectorStore:
+        if self.vector_store is None:
+            raise UserError("This Chain has no vector store to add context to. Pass `Chain(vector_store=...)`.")
+        return self.vector_store
+
+    def add_context(self, data: Any) -> list[str]:
+        """Add documents to the chain's vector store.
+
+        Args:
+            data: a string, `Document` or ``{page_content, metadata}`` mapping, or a list of them.
+
+        Returns:
+            The ids the store gave the new documents.
+
+        Raises:
+            UserError: the chain has no ``vector_store`` or an item has an unsupported type.
+        """
+        store = self._store()
+        return store.add_documents(to_documents(data))
+
+    async def aadd_context(self, data: Any) -> list[str]:
+        """Async twin of `add_context`."""
+        store = self._store()
+        return await store.aadd_documents(to_documents(data))

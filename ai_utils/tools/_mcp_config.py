@@ -1,0 +1,211 @@
+"""`MCPServer`: how to reach one MCP server. Plain data, importable without the `mcp` extra.
+
+The wrappers (`Agent`, `DeepAgent`, `JevToolCaller`) accept servers at construction and validate them
+here; the connection itself lives in `ai_utils.tools.mcp` (extra `mcp`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from ai_utils.exceptions import AiUtilsError, UserError
+
+__all__ = ["MCPConnectionError", "MCPServer", "describe_mcp_servers", "normalize_mcp_servers"]
+
+_MASK = "***"
+_FIELDS = frozenset({"name", "url", "command", "args", "headers", "auth", "description", "params", "env", "cwd"})
+
+
+@dataclass(frozen=True, repr=False)
+class MCPServer:
+    """One MCP server: a remote URL (streamable HTTP) or a local command (stdio).
+
+    Its tools are named ``<name>__<tool>``, e.g. ``crm__get_contact``.
+
+    Args:
+        name: the server's name, the prefix of its tool names; non-empty, without ``__``.
+        url: the streamable-HTTP endpoint, e.g. ``"https://crm.example.com/mcp"``.
+        command: the executable of a stdio server, e.g. ``"npx"`` (instead of ``url``).
+        args: arguments of ``command``.
+        headers: HTTP headers sent with every request, e.g. ``{"Authorization": "Bearer ..."}``.
+        auth: an ``httpx.Auth`` for the HTTP transport.
+        description: what the server is for; agents add it to their system prompt.
+        params: per-tool parameter candidates for `JevToolCaller`, keyed by the *unprefixed* tool name.
+        env: environment of the stdio process (default: a safe subset of ours, chosen by the MCP SDK).
+        cwd: working directory of the stdio process.
+
+    Raises:
+        UserError: for an empty name, a name containing ``__``, or not exactly one of ``url``/``command``.
+    """
+
+    name: str
+    url: str | None = None
+    _: KW_ONLY
+    command: str | None = None
+    args: Sequence[str] = ()
+    headers: Mapping[str, str] | None = None
+    auth: httpx.Auth | None = field(default=None, compare=False)
+    description: str | None = None
+    params: Mapping[str, Any] | None = field(default=None, compare=False)
+    env: Mapping[str, str] | None = None
+    cwd: str | os.PathLike[str] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise UserError(
+                f"MCPServer name {self.name!r} must be a non-empty string, e.g. `MCPServer('crm', url=...)`."
+            )
+        if "__" in self.name:
+            raise UserError(
+                f"MCPServer name {self.name!r} must not contain `__`: tools are named `<server>__<tool>`, "
+                "so `__` separates the server from the tool. Use single underscores or dashes."
+            )
+        if (self.url is None) == (self.command is None):
+            raise UserError(
+                f"MCPServer {self.name!r} needs exactly one of `url` (a remote server over streamable HTTP) "
+                "or `command` (a local stdio process), e.g. `MCPServer('crm', url='https://.../mcp')` or "
+                "`MCPServer('files', command='npx', args=['-y', '@modelcontextprotocol/server-filesystem', '.'])`."
+            )
+        if self.url is not None and (not isinstance(self.url, str) or not self.url.startswith(("http://", "https://"))):
+            raise UserError(
+                f"MCPServer {self.name!r} url {_safe_url(str(self.url))!r} must start with `http://` or `https://`; "
+                "for a local process pass `command=` and `args=` instead."
+            )
+        if self.command is not None and (not isinstance(self.command, str) or not self.command):
+            raise UserError(f"MCPServer {self.name!r} command {self.command!r} must be a non-empty string.")
+        if isinstance(self.args, str) or not all(isinstance(arg, str) for arg in self.args):
+            raise UserError(
+                f"MCPServer {self.name!r} args {self.args!r} must be a list of strings, e.g. `args=['server.py']`."
+            )
+        object.__setattr__(self, "args", tuple(self.args))
+        for attr in ("headers", "params", "env"):
+            value = getattr(self, attr)
+            if value is not None:
+                if not isinstance(value, Mapping):
+                    raise UserError(f"MCPServer {self.name!r} `{attr}` must be a mapping, got {type(value).__name__}.")
+                object.__setattr__(self, attr, MappingProxyType(dict(value)))
+
+    @property
+    def target(self) -> str:
+        """Where the server lives, safe to log: the URL without its query, or the command line."""
+        if self.url is not None:
+            return _safe_url(self.url)
+        return " ".join([str(self.command), *self.args])
+
+    def __repr__(self) -> str:
+        parts = [f"{self.name!r}"]
+        if self.url is not None:
+            parts.append(f"url={_safe_url(self.url)!r}")
+        if self.command is not None:
+            parts.append(f"command={self.command!r}")
+            if self.args:
+                parts.append(f"args={list(self.args)!r}")
+        if self.headers:
+            parts.append(f"headers={dict.fromkeys(self.headers, _MASK)!r}")
+        if self.auth is not None:
+            parts.append(f"auth=<{type(self.auth).__name__}>")
+        if self.env:
+            parts.append(f"env={dict.fromkeys(self.env, _MASK)!r}")
+        if self.cwd is not None:
+            parts.append(f"cwd={str(self.cwd)!r}")
+        if self.description is not None:
+            parts.append(f"description={self.description!r}")
+        if self.params:
+            parts.append(f"params=<{', '.join(self.params)}>")
+        return f"MCPServer({', '.join(parts)})"
+
+
+class MCPConnectionError(AiUtilsError):
+    """An MCP server could not be reached, or failed to list its tools.
+
+    Attributes:
+        server: the name of the server that failed.
+    """
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_connection_error, (str(self), self.server))
+
+
+def _rebuild_connection_error(message: str, server: str) -> MCPConnectionError:
+    return MCPConnectionError(message, server=server)
+
+
+def normalize_mcp_servers(
+    servers: MCPServer | Mapping[str, Any] | Sequence[MCPServer | Mapping[str, Any]] | None,
+) -> tuple[MCPServer, ...]:
+    """Validate the ``mcp_server=`` argument of a wrapper into a tuple of servers.
+
+    Args:
+        servers: one server, a sequence of servers, or ``None``. A mapping is read as the keyword
+            arguments of `MCPServer` (the seed's ``{name, url, headers, description}`` shape).
+
+    Returns:
+        The servers, in order; empty for ``None``.
+
+    Raises:
+        UserError: for an item that is no server, or two servers with the same name.
+    """
+    if servers is None:
+        return ()
+    items = [servers] if isinstance(servers, MCPServer | Mapping) else list(servers)
+    result: list[MCPServer] = []
+    for item in items:
+        if isinstance(item, Mapping):
+            unknown = set(item) - _FIELDS
+            if unknown:
+                raise UserError(
+                    f"MCP server settings {sorted(unknown)!r} are unknown; "
+                    f"use the `MCPServer` fields {sorted(_FIELDS)!r}."
+                )
+            item = MCPServer(**item)
+        elif not isinstance(item, MCPServer):
+            raise UserError(
+                f"mcp_server item {item!r} is not an `MCPServer`; build one with `MCPServer(name, url=...)`."
+            )
+        if any(known.name == item.name for known in result):
+            raise UserError(
+                f"Two MCP servers are named {item.name!r}; server names prefix the tool names and must be unique."
+            )
+        result.append(item)
+    return tuple(result)
+
+
+def describe_mcp_servers(servers: Sequence[MCPServer]) -> str:
+    """The system-prompt block that tells an agent what each described MCP server is for.
+
+    Args:
+        servers: the run's servers; those without a ``description`` are left out.
+
+    Returns:
+        One line per described server, e.g. ``"MCP server `crm` (tools `crm__*`): CRM data."``;
+        an empty string when no server has a description.
+    """
+    lines = [
+        f"MCP server `{server.name}` (tools `{server.name}__*`): {server.description.strip()}"
+        for server in servers
+        if server.description and server.description.strip()
+    ]
+    return "\n".join(lines)
+
+
+def _safe_url(url: str) -> str:
+    """The URL without credentials, query or fragment: those may carry secrets."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    except ValueError:
+        return _MASK
+    query = _MASK if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))

@@ -1,0 +1,261 @@
+"""The MCP scope: one session per server, held for one run, closed on success, error and cancellation.
+
+```python
+async with mcp_scope([MCPServer("crm", url="https://crm.example.com/mcp")]) as scope:
+    scope.tools                   # LangChain tools named `crm__<tool>`, bound to the open session
+    scope.system_prompt_addition  # what each server is for, for the agent's system prompt
+```
+
+Each server's session lives in a task of its own, which enters and leaves the MCP SDK's contexts (anyio
+task groups and cancel scopes) in that one task. So the block may end in another task (an abandoned
+``astream`` generator), be cancelled, or raise: the sessions still close, and the block's exception is
+never wrapped in an anyio ``ExceptionGroup``.
+
+MCP tools are async-only (``tool.invoke`` raises `NotImplementedError`); sync entry points run the whole
+async run under `ai_utils._utils.run_sync`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+from langchain_core.tools import BaseTool
+
+from ai_utils._optional import missing_extra
+from ai_utils.tools._mcp_config import MCPConnectionError, MCPServer, describe_mcp_servers, normalize_mcp_servers
+
+try:
+    from langchain_mcp_adapters.client import MultiServerMCPClient
+    from langchain_mcp_adapters.interceptors import MCPToolCallRequest, MCPToolCallResult
+    from langchain_mcp_adapters.sessions import Connection
+    from langchain_mcp_adapters.tools import load_mcp_tools
+    from mcp.shared.exceptions import McpError
+    from mcp.types import CONNECTION_CLOSED
+except ImportError as _import_error:
+    raise missing_extra("langchain-mcp-adapters", extra="mcp", feature="MCP servers") from _import_error
+
+__all__ = ["MCPConnectionError", "MCPScope", "MCPServer", "mcp_scope"]
+
+logger = logging.getLogger(__name__)
+
+# Seconds for the MCP handshake plus the tool listing of one server; a server that accepts the
+# connection but never answers would otherwise hang the run.
+CONNECT_TIMEOUT = 30.0
+# Seconds to wait for the sessions to close before the run returns; closing goes on in the background.
+CLOSE_TIMEOUT = 10.0
+# The MCP SDK's HTTP defaults: 30 s to connect/write, 300 s to read, since a server may hold a stream open.
+_DEFAULT_HTTP_TIMEOUT = httpx.Timeout(30.0, read=300.0)
+
+
+@dataclass(frozen=True)
+class MCPScope:
+    """The MCP tools of one run, usable while the ``async with mcp_scope(...)`` block is open.
+
+    Attributes:
+        servers: the servers, in the order given.
+        tools: every server's tools, named ``<server>__<tool>``; each carries
+            ``metadata["mcp_server"]`` and ``metadata["mcp_tool"]`` (the unprefixed name).
+        tools_by_server: the same tools, grouped by server name.
+    """
+
+    servers: tuple[MCPServer, ...] = ()
+    tools_by_server: Mapping[str, list[BaseTool]] = field(default_factory=dict)
+
+    @property
+    def tools(self) -> list[BaseTool]:
+        """Every server's tools, in server order."""
+        return [tool for server in self.servers for tool in self.tools_by_server.get(server.name, [])]
+
+    @property
+    def system_prompt_addition(self) -> str:
+        """What each described server is for (see `describe_mcp_servers`); empty when none has a description."""
+        return describe_mcp_servers(self.servers)
+
+
+@asynccontextmanager
+async def mcp_scope(
+    servers: MCPServer | Mapping[str, Any] | Sequence[MCPServer | Mapping[str, Any]] | None,
+) -> AsyncIterator[MCPScope]:
+    """Open one session per MCP server for the duration of the block and load its tools.
+
+    Every tool call inside the block goes through that one session (a stdio server is spawned once per
+    scope, never per call). The sessions close when the block ends: on success, on an exception and on
+    cancellation. Tool errors reported by a server come back as an error `ToolMessage` (or its text), so
+    the model can react; a broken connection raises.
+
+    Args:
+        servers: one server, several, or ``None`` (an empty scope that connects to nothing).
+
+    Yields:
+        The `MCPScope` with the loaded tools.
+
+    Raises:
+        UserError: for invalid servers or duplicate server names.
+        MCPConnectionError: when a server cannot be reached or fails to list its tools; ``.server`` names it.
+    """
+    resolved = normalize_mcp_servers(servers)
+    holders = [_SessionHolder.start(server) for server in resolved]
+    try:
+        tools_by_server = {holder.server.name: await holder.ready for holder in holders}
+        yield MCPScope(servers=resolved, tools_by_server=tools_by_server)
+    finally:
+        await _close(holders)
+
+
+class _SessionHolder:
+    """One server's session, entered and left inside its own task; the guard of every call through it."""
+
+    def __init__(self, server: MCPServer) -> None:
+        self.server = server
+        self.ready: asyncio.Future[list[BaseTool]] = asyncio.get_running_loop().create_future()
+        self.release = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.closed = False
+        self._calls: set[anyio.CancelScope] = set()
+
+    @classmethod
+    def start(cls, server: MCPServer) -> _SessionHolder:
+        holder = cls(server)
+        holder.task = asyncio.create_task(holder._hold(), name=f"mcp-session-{server.name}")
+        holder.task.add_done_callback(holder._report)
+        return holder
+
+    async def _hold(self) -> None:
+        name = self.server.name
+        client = MultiServerMCPClient({name: _connection(self.server)})
+        try:
+            async with client.session(name, auto_initialize=False) as session:
+                with anyio.fail_after(CONNECT_TIMEOUT):
+                    await session.initialize()
+                    tools = await load_mcp_tools(session, server_name=name, tool_interceptors=[self._guard_call])
+                if not self.ready.done():  # the scope may have been cancelled meanwhile
+                    self.ready.set_result([_prefixed(tool, name) for tool in tools])
+                await self.release.wait()
+        except Exception as exc:
+            if self.ready.done():
+                # The run is over (or its calls fail on their own); a server failing must not mask that.
+                logger.warning("MCP server %r (%s) failed: %r", self.server.name, self.server.target, exc)
+            else:
+                error = _connection_error(self.server, exc)
+                error.__cause__ = exc
+                self.ready.set_exception(error)
+        finally:
+            self.closed = True
+            # The MCP SDK may not answer requests still waiting when its session dies; end them here.
+            for call in self._calls:
+                call.cancel()
+
+    def _report(self, task: asyncio.Task[None]) -> None:
+        if not self.ready.done():
+            self.ready.cancel()  # the holder was cancelled before connecting: never leave the scope waiting
+        elif not self.ready.cancelled():
+            self.ready.exception()  # marks a connection error as seen when the scope ended before awaiting it
+
+    async def _guard_call(
+        self, request: MCPToolCallRequest, handler: Callable[[MCPToolCallRequest], Awaitable[MCPToolCallResult]]
+    ) -> MCPToolCallResult:
+        """Tool-call interceptor: a closed or broken session raises `MCPConnectionError`, never hangs."""
+        cause: BaseException | None = None
+        if not self.closed:
+            with anyio.CancelScope() as call:
+                self._calls.add(call)
+                try:
+                    return await handler(request)
+                except (McpError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+                    if isinstance(exc, McpError) and exc.error.code != CONNECTION_CLOSED:
+                        raise  # a JSON-RPC error answered by a live server, e.g. invalid arguments
+                    cause = exc
+                finally:
+                    self._calls.discard(call)
+        raise MCPConnectionError(
+            f"The session of MCP server {self.server.name!r} at {self.server.target!r} is closed or was lost "
+            f"while calling its tool {request.name!r}. Call MCP tools only inside their `mcp_scope` block, "
+            "and check that the server is still running.",
+            server=self.server.name,
+        ) from cause
+
+
+async def _close(holders: Sequence[_SessionHolder]) -> None:
+    for holder in holders:
+        holder.release.set()
+    tasks = [holder.task for holder in holders if holder.task is not None and not holder.task.done()]
+    if not tasks:
+        return
+    _, pending = await asyncio.wait(tasks, timeout=CLOSE_TIMEOUT)
+    for task in pending:
+        task.cancel()
+
+
+def _connection(server: MCPServer) -> Connection:
+    if server.url is not None:
+        http: dict[str, Any] = {"transport": "streamable_http", "url": server.url, "httpx_client_factory": _http_client}
+        if server.headers:
+            http["headers"] = dict(server.headers)
+        if server.auth is not None:
+            http["auth"] = server.auth
+        return http  # type: ignore[return-value]  # a StreamableHttpConnection built key by key
+    stdio: dict[str, Any] = {"transport": "stdio", "command": server.command, "args": list(server.args)}
+    if server.env is not None:
+        stdio["env"] = dict(server.env)
+    if server.cwd is not None:
+        stdio["cwd"] = server.cwd
+    return stdio  # type: ignore[return-value]  # a StdioConnection built key by key
+
+
+def _http_client(
+    headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None, auth: httpx.Auth | None = None
+) -> httpx.AsyncClient:
+    # The MCP SDK's default factory builds a fresh SSL context per session (~20 ms of certificate
+    # loading); one shared context keeps opening a session per run cheap.
+    return httpx.AsyncClient(
+        headers=headers, timeout=timeout or _DEFAULT_HTTP_TIMEOUT, auth=auth, verify=_ssl_context()
+    )
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    return httpx.create_ssl_context()
+
+
+def _prefixed(tool: BaseTool, server_name: str) -> BaseTool:
+    # The adapter's tool calls the MCP tool by the name it captured at load time, so renaming the
+    # LangChain tool changes only what the model sees.
+    original = tool.name
+    tool.name = f"{server_name}__{original}"
+    tool.metadata = {**(tool.metadata or {}), "mcp_server": server_name, "mcp_tool": original}
+    return tool
+
+
+def _connection_error(server: MCPServer, exc: Exception) -> MCPConnectionError:
+    cause = "; ".join(_describe(leaf) for leaf in _leaves(exc))
+    fix = (
+        "Start the server or fix its `url`."
+        if server.url is not None
+        else "Install the command or fix `command`/`args`."
+    )
+    return MCPConnectionError(
+        f"Could not connect to MCP server {server.name!r} at {server.target!r}: {cause}. {fix}",
+        server=server.name,
+    )
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {CONNECT_TIMEOUT:g} s"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,80 @@
+"""A stateful FastMCP test server: a per-session counter, a session report and a failing tool.
+
+Usage: ``python counter_server.py stdio PIDFILE`` or ``python counter_server.py http PORT``.
+
+- stdio: appends its pid to PIDFILE on start, so tests can count spawned processes and check they exit.
+- http: serves streamable HTTP on 127.0.0.1:PORT/mcp and records the session ids the client terminated
+  (HTTP DELETE) at ``GET /_closed``, so tests can observe that a session was closed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from mcp.server.fastmcp import Context, FastMCP
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+mode = sys.argv[1]
+port = int(sys.argv[2]) if mode == "http" else 8000
+server = FastMCP("counter", host="127.0.0.1", port=port, log_level="WARNING")
+
+_counts: dict[int, int] = {}
+_closed: list[str] = []
+
+
+@server.tool()
+def increment(ctx: Context[Any, Any, Any]) -> int:
+    """Add one to this session's counter and return it."""
+    key = id(ctx.session)
+    _counts[key] = _counts.get(key, 0) + 1
+    return _counts[key]
+
+
+@server.tool()
+def whoami(ctx: Context[Any, Any, Any]) -> dict[str, Any]:
+    """Report the server process, its cwd and env, and the MCP session id and auth headers of this call."""
+    request = ctx.request_context.request
+    headers = request.headers if request is not None else {}
+    return {
+        "pid": os.getpid(),
+        "cwd": os.getcwd(),
+        "greeting": os.environ.get("COUNTER_GREETING"),
+        "session_id": headers.get("mcp-session-id"),
+        "authorization": headers.get("authorization"),
+        "tenant": headers.get("x-tenant"),
+    }
+
+
+@server.tool()
+def fail(message: str) -> str:
+    """Always fail with the given message."""
+    raise ValueError(message)
+
+
+@server.custom_route("/_closed", methods=["GET"])
+async def closed(request: Request) -> JSONResponse:
+    return JSONResponse(_closed)
+
+
+def _recording_deletes(app: Any) -> Any:
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "DELETE":
+            headers = dict(scope["headers"])
+            _closed.append(headers.get(b"mcp-session-id", b"").decode())
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+if __name__ == "__main__":
+    if mode == "stdio":
+        with open(sys.argv[2], "a") as pidfile:
+            pidfile.write(f"{os.getpid()}\n")
+        server.run(transport="stdio")
+    else:
+        import uvicorn
+
+        uvicorn.run(_recording_deletes(server.streamable_http_app()), host="127.0.0.1", port=port, log_level="warning")
