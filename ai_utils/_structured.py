@@ -12,15 +12,17 @@ plain reply is JSON too.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableSequence
 from pydantic import BaseModel, ValidationError
 
 from ai_utils.exceptions import ModelOutputError, UserError
@@ -34,12 +36,13 @@ __all__ = [
     "invoke_checked",
     "invoke_structured",
     "message_text",
+    "StructuredCall",
     "parse_json_reply",
     "render_data",
     "schema_instructions",
     "structured_check",
     "structured_messages",
-    "structured_runnable",
+    "structured_call",
 ]
 
 T = TypeVar("T")
@@ -92,8 +95,9 @@ def check_schema(schema: Any, *, argument: str) -> None:
         )
 
 
+@functools.lru_cache(maxsize=256)
 def schema_instructions(schema: type[BaseModel]) -> str:
-    """The system-prompt paragraph that asks for JSON matching ``schema``."""
+    """The system-prompt paragraph that asks for JSON matching ``schema`` (cached: JSON schemas are costly)."""
     schema_json = json.dumps(schema.model_json_schema(), ensure_ascii=False)
     return (
         f"Reply with one JSON object that matches the `{schema.__name__}` JSON schema below. "
@@ -110,12 +114,33 @@ def parse_json_reply(text: str, schema: type[M]) -> M:
         raise InvalidReply(str(error), output=text) from None
 
 
-def structured_check(schema: type[M]) -> Check[M]:
-    """The check for a structured reply: a plain message (parsed from its JSON text) or an include_raw dict."""
+def _raw_output(message: BaseMessage) -> str | None:
+    """What the model said, for the retry prompt: its text, else its first tool call's arguments."""
+    text = message_text(message)
+    calls = getattr(message, "tool_calls", None)
+    if not text and calls:
+        return json.dumps(calls[0].get("args"), ensure_ascii=False, default=str)
+    return text or None
+
+
+def structured_check(schema: type[M], parser: Runnable[Any, Any] | None = None) -> Check[M]:
+    """The check for a structured reply.
+
+    A reply is the model's message, validated by ``parser`` (the model's own structured-output parser)
+    or, without one, parsed from its JSON text; or an ``include_raw`` dict.
+    """
 
     def check(reply: Any, last: bool) -> M:
-        if isinstance(reply, BaseMessage):  # a model without native structured output
-            return parse_json_reply(message_text(reply), schema)
+        if isinstance(reply, BaseMessage):
+            if parser is None:  # a model without native structured output
+                return parse_json_reply(message_text(reply), schema)
+            try:
+                parsed = parser.invoke(reply)
+            except (OutputParserException, ValidationError, ValueError) as error:
+                raise InvalidReply(str(error), output=_raw_output(reply)) from None
+            if isinstance(parsed, schema):
+                return parsed
+            raise InvalidReply(f"the reply held no `{schema.__name__}` object", output=_raw_output(reply))
         raw = reply.get("raw")
         raw_text = None if raw is None else message_text(raw)
         if reply.get("parsing_error") is not None:
@@ -248,12 +273,29 @@ async def ainvoke_checked(
             state.failed(invalid)
 
 
-def structured_runnable(llm: BaseChatModel, schema: type[BaseModel]) -> Runnable[Any, Any]:
-    """The model's native structured-output runnable, or the plain model when it has none."""
+@dataclass(frozen=True)
+class StructuredCall(Generic[M]):
+    """A model's structured-output call split into its model step and its parser.
+
+    Calling the two ourselves keeps the raw reply for the retry prompt without ``include_raw=True``,
+    whose parallel branches run on threads and cost more than the model call of a fast model.
+    """
+
+    schema: type[M]
+    model: Runnable[Any, Any]
+    check: Check[M]
+
+
+def structured_call(llm: BaseChatModel, schema: type[M]) -> StructuredCall[M]:
+    """Build the structured call for ``llm`` and ``schema`` once; reuse it for every request."""
     try:
-        return llm.with_structured_output(schema, include_raw=True)
+        full = llm.with_structured_output(schema)
     except NotImplementedError:
-        return llm
+        return StructuredCall(schema, llm, structured_check(schema))
+    if isinstance(full, RunnableSequence) and len(full.steps) == 2:
+        return StructuredCall(schema, full.first, structured_check(schema, full.last))
+    # An unfamiliar shape: let the model's own include_raw wrapper keep the raw reply.
+    return StructuredCall(schema, llm.with_structured_output(schema, include_raw=True), structured_check(schema))
 
 
 def structured_messages(system: str, human: str, schema: type[BaseModel]) -> list[BaseMessage]:
@@ -272,7 +314,7 @@ def _structured_loop(schema: type[M], retries: int) -> dict[str, Any]:
 
 
 def invoke_structured(
-    llm: BaseChatModel,
+    llm: BaseChatModel | StructuredCall[M],
     messages: Sequence[BaseMessage],
     schema: type[M],
     *,
@@ -282,7 +324,7 @@ def invoke_structured(
     """Ask ``llm`` for an instance of ``schema``; ``retries`` extra attempts get the validation error.
 
     Args:
-        llm: the chat model.
+        llm: the chat model, or a `structured_call` built for it and ``schema`` (reused across requests).
         messages: the conversation (see `structured_messages`).
         schema: the pydantic model to validate into.
         retries: extra attempts after the first.
@@ -294,14 +336,12 @@ def invoke_structured(
     Raises:
         ModelOutputError: no attempt produced a valid instance; ``.errors`` holds the last validation message.
     """
-    runnable = structured_runnable(llm, schema)
-    return invoke_checked(
-        runnable, messages, structured_check(schema), config=config, **_structured_loop(schema, retries)
-    )
+    call = structured_call(llm, schema) if isinstance(llm, BaseChatModel) else llm
+    return invoke_checked(call.model, messages, call.check, config=config, **_structured_loop(call.schema, retries))
 
 
 async def ainvoke_structured(
-    llm: BaseChatModel,
+    llm: BaseChatModel | StructuredCall[M],
     messages: Sequence[BaseMessage],
     schema: type[M],
     *,
@@ -309,7 +349,7 @@ async def ainvoke_structured(
     config: RunnableConfig | None = None,
 ) -> M:
     """Async twin of `invoke_structured`."""
-    runnable = structured_runnable(llm, schema)
+    call = structured_call(llm, schema) if isinstance(llm, BaseChatModel) else llm
     return await ainvoke_checked(
-        runnable, messages, structured_check(schema), config=config, **_structured_loop(schema, retries)
+        call.model, messages, call.check, config=config, **_structured_loop(call.schema, retries)
     )

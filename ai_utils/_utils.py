@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Callable, Coroutine
+import queue
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from ai_utils.exceptions import UserError
 
-__all__ = ["is_async_callable", "run_sync"]
+__all__ = ["is_async_callable", "iterate_sync", "run_sync"]
 
 T = TypeVar("T")
 
@@ -20,6 +22,21 @@ def is_async_callable(obj: Any) -> bool:
     while isinstance(obj, functools.partial):
         obj = obj.func
     return inspect.iscoroutinefunction(obj) or (callable(obj) and inspect.iscoroutinefunction(obj.__call__))
+
+
+def _loop_is_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _in_loop_error(what: str, twin: str) -> UserError:
+    return UserError(
+        f"{what} cannot run inside a running event loop (Jupyter, FastAPI, async code). "
+        f"Use the async twin instead, e.g. {twin}."
+    )
 
 
 def run_sync(make_coro: Callable[[], Coroutine[Any, Any, T]] | Coroutine[Any, Any, T], *, what: str = "this call") -> T:
@@ -37,20 +54,73 @@ def run_sync(make_coro: Callable[[], Coroutine[Any, Any, T]] | Coroutine[Any, An
     Raises:
         UserError: when called from inside a running event loop (Jupyter, FastAPI, an async test).
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
+    if _loop_is_running():
         if inspect.iscoroutine(make_coro):
             make_coro.close()
-        raise UserError(
-            f"{what} cannot run inside a running event loop (Jupyter, FastAPI, async code). "
-            "Use the async twin instead, e.g. `await ainvoke(...)` / `async for ... in astream(...)`."
-        )
+        raise _in_loop_error(what, "`await ainvoke(...)`")
     coro = make_coro() if callable(make_coro) else make_coro
     runner = asyncio.Runner()
     try:
         return runner.run(coro)
     finally:
         runner.close()
+
+
+def iterate_sync(make_agen: Callable[[], AsyncIterator[T]], *, what: str = "this call") -> Iterator[T]:
+    """Drive an async iterator from sync code, item by item, on a private event loop in a worker thread.
+
+    Items reach the caller as they are produced. Stopping early (``break``, ``close()``, an exception in
+    the consumer) cancels the async side and waits for its cleanup, so resources it holds (MCP sessions)
+    are released before this returns.
+
+    Raises:
+        UserError: when called from inside a running event loop.
+    """
+    if _loop_is_running():
+        raise _in_loop_error(what, "`async for chunk in astream(...)`")
+    items: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+    box: dict[str, Any] = {}  # touched only on the worker's loop: the running task, or a cancel-before-start flag
+
+    async def pump() -> None:
+        if box.get("cancelled"):
+            return
+        box["task"] = asyncio.current_task()
+        agen = make_agen()
+        try:
+            async for item in agen:
+                items.put(("item", item))
+        except asyncio.CancelledError:
+            pass  # the consumer stopped early; nobody is waiting for items any more
+        except BaseException as error:  # handed to the consumer thread, which re-raises it
+            items.put(("error", error))
+        else:
+            items.put(("done", None))
+        finally:
+            closer = getattr(agen, "aclose", None)
+            if closer is not None:
+                await closer()
+
+    def cancel() -> None:
+        task = box.get("task")
+        if task is None:
+            box["cancelled"] = True
+        else:
+            task.cancel()
+
+    loop = asyncio.new_event_loop()
+    worker = threading.Thread(target=loop.run_until_complete, args=(pump(),), name="ai_utils-iterate_sync", daemon=True)
+    worker.start()
+    try:
+        while True:
+            kind, value = items.get()
+            if kind == "item":
+                yield value
+            elif kind == "error":
+                raise value
+            else:
+                return
+    finally:
+        if worker.is_alive():
+            loop.call_soon_threadsafe(cancel)
+        worker.join()  # returns once the async side has cleaned up (closed MCP sessions, ...)
+        loop.close()

@@ -1,10 +1,16 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import uvicorn
 from _services import Aimock, free_port, require_node_package, running, start_aimock, start_postgres
+from starlette.types import ASGIApp
 
 # Every variable that could make a test reach a real provider or change a default.
 _SECRET_ENV = (
@@ -76,3 +82,48 @@ def everything_url(everything_js: Path) -> Iterator[str]:
     cmd = ["node", "--require", preload, str(everything_js), "streamableHttp"]
     with running(cmd, ready_url=url, env={"PORT": str(port)}):
         yield url
+
+
+COUNTER_SERVER = Path(__file__).parent / "tools" / "mcp_servers" / "counter_server.py"
+
+
+@pytest.fixture(scope="session")
+def counter_url() -> Iterator[str]:
+    """Our stateful FastMCP counter server over streamable HTTP; ``GET <root>/_closed`` lists closed sessions."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with running([sys.executable, str(COUNTER_SERVER), "http", str(port)], ready_url=url):
+        yield url
+
+
+class LiveServer:
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[ASGIApp], LiveServer]]:
+    """Run ASGI apps on a real uvicorn server on 127.0.0.1 (free port), stopped after the test."""
+    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
+
+    def start(app: ASGIApp) -> LiveServer:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        config = uvicorn.Config(app, lifespan="off", log_level="warning", ws="none", access_log=False)
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.01)
+        servers.append((server, thread))
+        return LiveServer(f"http://127.0.0.1:{port}")
+
+    yield start
+    for server, thread in servers:
+        server.should_exit = True
+        thread.join(timeout=10)

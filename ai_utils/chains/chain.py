@@ -22,11 +22,13 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel
 
 from ai_utils._structured import (
+    StructuredCall,
     ainvoke_structured,
     check_retries,
     check_schema,
     invoke_structured,
     message_text,
+    structured_call,
     structured_messages,
 )
 from ai_utils.exceptions import UserError
@@ -209,6 +211,7 @@ class Chain(Generic[OutputT]):
         self.llm: BaseChatModel = llm
         self.prompt = prompt
         self.output = output
+        self._call: StructuredCall[BaseModel] | None = None if output is None else structured_call(llm, output)
         self.vector_store = vector_store
         self.k = k
 
@@ -243,17 +246,19 @@ class Chain(Generic[OutputT]):
             ModelOutputError: the reply did not validate against ``output`` after ``retries`` extra attempts.
         """
         messages = build_messages(self.prompt, inputs, documents=self._documents(inputs), output=self.output)
-        if self.output is not None:
+        if self._call is not None:
             return cast(
-                OutputT, invoke_structured(self.llm, messages, self.output, retries=self.retries, config=config)
+                OutputT, invoke_structured(self._call, messages, self._call.schema, retries=self.retries, config=config)
             )
         return cast(OutputT, message_text(self.llm.invoke(messages, config)))
 
     async def ainvoke(self, inputs: Mapping[str, Any], config: RunnableConfig | None = None) -> OutputT:
         """Async twin of `invoke`."""
         messages = build_messages(self.prompt, inputs, documents=await self._adocuments(inputs), output=self.output)
-        if self.output is not None:
-            result = await ainvoke_structured(self.llm, messages, self.output, retries=self.retries, config=config)
+        if self._call is not None:
+            result = await ainvoke_structured(
+                self._call, messages, self._call.schema, retries=self.retries, config=config
+            )
             return cast(OutputT, result)
         return cast(OutputT, message_text(await self.llm.ainvoke(messages, config)))
 

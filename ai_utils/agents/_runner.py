@@ -1,0 +1,179 @@
+"""THE runner shared by the graph wrappers (Agent, DeepAgent): call checks, config, input or resume, result.
+
+Everything here is plain sync code; each wrapper's ``invoke``/``ainvoke``/``stream``/``astream`` is a thin
+shell that calls the graph's own method of the same name between these helpers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command, Durability, GraphOutput
+from langgraph.types import Interrupt as GraphInterrupt
+from pydantic import BaseModel
+
+from ai_utils.client import Decision, InterruptBatch, InterruptEvent, StreamChunk
+from ai_utils.exceptions import UserError
+from ai_utils.streaming._adapter import ChunkAdapter, aadapt, adapt, stream_kwargs
+from ai_utils.streaming._decisions import to_resume
+from ai_utils.streaming._interrupts import interrupt_chunk
+
+__all__ = [
+    "RECURSION_LIMIT",
+    "Decisions",
+    "Interrupt",
+    "RunResult",
+    "aresume_input",
+    "astream_run",
+    "check_call",
+    "final_result",
+    "resume_input",
+    "run_config",
+    "start_input",
+    "stream_run",
+]
+
+RECURSION_LIMIT = 200
+"""LangGraph's default (25 steps, about 12 tool rounds) is too low for real agents; bound runs with
+``max_iterations`` instead."""
+
+Decisions = Sequence[Decision] | Mapping[str, Decision]
+Interrupt = InterruptEvent | InterruptBatch
+RunResult = str | BaseModel | Interrupt | Any
+
+
+def check_call(
+    *,
+    owner: str,
+    input: Any,
+    thread_id: str | None,
+    decision: Decision | None,
+    decisions: Decisions | None,
+    has_checkpointer: bool,
+) -> None:
+    """Validate one ``invoke``/``stream`` call before anything runs.
+
+    Raises:
+        UserError: input together with a decision, neither of them, a missing ``thread_id`` with a
+            checkpointer, or a decision without a checkpointer to resume from.
+    """
+    resuming = decision is not None or decisions is not None
+    if resuming and input is not None:
+        raise UserError(
+            f"{owner}: pass either `input` (a new message) or `decision`/`decisions` (answer a pending "
+            f"approval), not both; got input={input!r}."
+        )
+    if not resuming and input is None:
+        raise UserError(f"{owner}: nothing to run. Pass `input` (a message) or `decision`/`decisions` to resume.")
+    if has_checkpointer and not thread_id:
+        raise UserError(
+            f"{owner} has a checkpointer, so every call needs a `thread_id` naming the conversation, "
+            "e.g. `thread_id='user-42'`."
+        )
+    if resuming and not has_checkpointer:
+        raise UserError(
+            f"{owner}: resuming with `decision`/`decisions` needs a checkpointer that kept the paused run. "
+            "Create the agent with `checkpointer=MemorySaver()` (or sqlite_saver(...)) and pass `thread_id`."
+        )
+    if thread_id is not None and not isinstance(thread_id, str):
+        raise UserError(f"{owner}: `thread_id` must be a str, got {thread_id!r}.")
+
+
+def run_config(
+    thread_id: str | None, *, callbacks: Any = None, metadata: Mapping[str, Any] | None = None
+) -> RunnableConfig:
+    """The run's config: ``thread_id`` travels unchanged to the checkpointer."""
+    config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT}
+    if thread_id is not None:
+        config["configurable"] = {"thread_id": thread_id}
+    if callbacks is not None:
+        config["callbacks"] = callbacks
+    if metadata:
+        config["metadata"] = dict(metadata)
+    return config
+
+
+def start_input(input: Any) -> dict[str, Any]:
+    """A new user turn: a str, one message, or a list of messages."""
+    if isinstance(input, str):
+        return {"messages": [HumanMessage(input)]}
+    if isinstance(input, BaseMessage):
+        return {"messages": [input]}
+    if isinstance(input, list) and all(isinstance(m, BaseMessage) for m in input):
+        return {"messages": list(input)}
+    raise UserError(f"`input` must be a str (or LangChain messages), got {input!r}.")
+
+
+def resume_input(
+    graph: CompiledStateGraph[Any, Any, Any, Any],
+    config: RunnableConfig,
+    decision: Decision | None,
+    decisions: Decisions | None,
+) -> Command[Any]:
+    """The resume command for the thread's pending interrupts (read from its checkpoint)."""
+    return to_resume(decision, decisions, pending=graph.get_state(config).interrupts)
+
+
+async def aresume_input(
+    graph: CompiledStateGraph[Any, Any, Any, Any],
+    config: RunnableConfig,
+    decision: Decision | None,
+    decisions: Decisions | None,
+) -> Command[Any]:
+    """Async twin of `resume_input`."""
+    return to_resume(decision, decisions, pending=(await graph.aget_state(config)).interrupts)
+
+
+def _unique(interrupts: Sequence[GraphInterrupt]) -> list[GraphInterrupt]:
+    seen: dict[str, GraphInterrupt] = {}
+    for item in interrupts:
+        seen.setdefault(item.id, item)
+    return list(seen.values())
+
+
+def final_result(output: GraphOutput[Any], *, structured: bool) -> RunResult:
+    """What ``invoke`` returns: the interrupt chunk if the run paused, else the structured output or text."""
+    if output.interrupts:
+        chunk = interrupt_chunk(_unique(output.interrupts))
+        if chunk is not None:
+            return chunk
+    values = output.value
+    if structured and isinstance(values, Mapping) and values.get("structured_response") is not None:
+        return values["structured_response"]
+    messages = values.get("messages", []) if isinstance(values, Mapping) else []
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            return message.text
+    return ""
+
+
+def stream_run(
+    graph: CompiledStateGraph[Any, Any, Any, Any],
+    graph_input: Any,
+    config: RunnableConfig,
+    adapter: ChunkAdapter,
+    *,
+    context: Any = None,
+    durability: Durability | None = None,
+) -> Iterator[StreamChunk]:
+    """Stream one run as client chunks (sync)."""
+    parts = graph.stream(graph_input, config, context=context, durability=durability, **stream_kwargs())
+    return adapt(parts, adapter)
+
+
+def astream_run(
+    graph: CompiledStateGraph[Any, Any, Any, Any],
+    graph_input: Any,
+    config: RunnableConfig,
+    adapter: ChunkAdapter,
+    *,
+    context: Any = None,
+    durability: Durability | None = None,
+) -> AsyncIterator[StreamChunk]:
+    """Stream one run as client chunks (async)."""
+    parts = graph.astream(graph_input, config, context=context, durability=durability, **stream_kwargs())
+    return aadapt(parts, adapter)

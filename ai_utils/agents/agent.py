@@ -1,0 +1,335 @@
+"""`Agent`: a tool-using agent on `langchain.agents.create_agent`, with memory, approval and one stream protocol."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain.agents import create_agent
+from langchain_core.tools import BaseTool
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Durability
+from pydantic import BaseModel
+
+from ai_utils._utils import iterate_sync, run_sync
+from ai_utils.agents._hitl import hitl_middleware
+from ai_utils.agents._hooks import AfterToolCall, BeforeToolCall, OnProviderError, ShouldBreakEarly, ToolLoopHooks
+from ai_utils.agents._runner import (
+    Decisions,
+    RunResult,
+    aresume_input,
+    astream_run,
+    check_call,
+    final_result,
+    resume_input,
+    run_config,
+    start_input,
+    stream_run,
+)
+from ai_utils.agents._state import AgentState
+from ai_utils.client import Decision, StreamChunk
+from ai_utils.exceptions import UserError
+from ai_utils.streaming._adapter import ChunkAdapter
+from ai_utils.tools._mcp_config import MCPServer, describe_mcp_servers, normalize_mcp_servers
+from ai_utils.tools._normalize import check_unique, normalize_tools
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+    from langgraph.types import Checkpointer
+
+__all__ = ["Agent"]
+
+Graph = CompiledStateGraph[Any, Any, Any, Any]
+
+
+class Agent:
+    """A tool-calling agent: the model calls tools until it can answer.
+
+    Example:
+        ```python
+        agent = Agent(llm=get_llm(), prompt="Use tools when useful.", tools=registry.all_tools)
+        print(agent.invoke("What is 8 + 13?"))
+        for chunk in agent.stream("And 2 + 2?", show_tool_calls=True):
+            log_chunk(chunk)
+        ```
+
+    Args:
+        llm: the chat model; defaults to `ai_utils.get_llm()`.
+        prompt: the system prompt.
+        tools: `BaseTool`s (e.g. ``ToolRegistry(...).all_tools``) and plain functions with docstrings.
+        checkpointer: keeps each thread's conversation (``MemorySaver()``, ``sqlite_saver(path)``, ...);
+            every call then needs a ``thread_id``.
+        output: a pydantic model; ``invoke`` then returns a validated instance.
+        mcp_server: one or more `MCPServer`s; one connection per run, held for the whole run. Their
+            ``description`` goes into the system prompt and their tools are named ``<server>__<tool>``.
+        interrupt_on: tools that need human approval:
+            ``{"send_mail": {"decisions": ["approve", "reject"], "question": "Send it?"}}`` (needs a checkpointer).
+        middleware: more `create_agent` middleware, run before ours.
+        describe: what the agent is for (metadata only; not sent to the model).
+        name: the agent's name (graph name and stream metadata).
+        before_tool_call: ``(name, args) -> args | None | False``: change the args, keep them, or block the call.
+        after_tool_call: ``(name, result)``, called after each tool.
+        should_break_early: ``(iteration) -> bool``, asked before each further model call.
+        on_provider_error: ``(error, iteration)``, called when a model call fails (the error still propagates).
+        max_iterations: at most this many model calls per run; the last one may not call tools.
+        context_schema: the type of ``context`` (a dataclass, TypedDict or pydantic model) that tools and
+            middleware read via their runtime; ``context`` itself is never stored in checkpoints.
+        durability: when checkpoints are written: ``"sync"`` (default: each step is stored before the next
+            starts, so a crash loses nothing), ``"async"`` or ``"exit"`` (LangGraph's modes).
+
+    Raises:
+        UserError: for duplicate tool names, approval without a checkpointer, a bad ``output`` or MCP config.
+    """
+
+    def __init__(
+        self,
+        *,
+        llm: BaseChatModel | None = None,
+        prompt: str | None = None,
+        tools: Sequence[BaseTool | Callable[..., Any]] = (),
+        checkpointer: Checkpointer = None,
+        output: type[BaseModel] | None = None,
+        mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None = None,
+        interrupt_on: Mapping[str, Any] | None = None,
+        middleware: Sequence[Any] = (),
+        describe: str | None = None,
+        name: str | None = None,
+        before_tool_call: BeforeToolCall | None = None,
+        after_tool_call: AfterToolCall | None = None,
+        should_break_early: ShouldBreakEarly | None = None,
+        on_provider_error: OnProviderError | None = None,
+        max_iterations: int | None = None,
+        durability: Durability = "sync",
+        context_schema: type[Any] | None = None,
+    ) -> None:
+        if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
+            raise UserError(f"`output` must be a pydantic model class, got {output!r}.")
+        if interrupt_on and checkpointer is None:
+            raise UserError(
+                "`interrupt_on` pauses runs for approval, which needs a checkpointer to resume from. "
+                "Pass `checkpointer=MemorySaver()` (or sqlite_saver(...))."
+            )
+        if llm is None:
+            from ai_utils.llm import get_llm
+
+            llm = get_llm()
+        self.llm = llm
+        self.prompt = prompt
+        self.output = output
+        self.describe = describe
+        self.name = name
+        self.checkpointer = checkpointer
+        self.durability = durability
+        self.context_schema = context_schema
+        # LangGraph warns (and its sync loop breaks) when a durability is given without a checkpointer.
+        self._durability: Durability | None = durability if checkpointer is not None else None
+        self._tools = normalize_tools(tools)
+        self._servers = normalize_mcp_servers(mcp_server)
+        if self._servers:
+            import ai_utils.tools.mcp  # noqa: F401  # fail now, not mid-run, when the `mcp` extra is missing
+        stack = list(middleware)
+        hook_fns = (before_tool_call, after_tool_call, should_break_early, on_provider_error)
+        if max_iterations is not None or any(fn is not None for fn in hook_fns):
+            stack.append(
+                ToolLoopHooks(
+                    before_tool_call=before_tool_call,
+                    after_tool_call=after_tool_call,
+                    should_break_early=should_break_early,
+                    on_provider_error=on_provider_error,
+                    max_iterations=max_iterations,
+                )
+            )
+        if interrupt_on:
+            stack.append(hitl_middleware(interrupt_on))
+        self._middleware = stack
+        # Without MCP the graph is compiled once; MCP tools live in per-run sessions, so those runs build it.
+        self._graph: Graph | None = None if self._servers else self._build(self._tools)
+
+    # --- building ----------------------------------------------------------------------------------------
+
+    @property
+    def system_prompt(self) -> str | None:
+        """The system prompt sent to the model: ``prompt`` plus the MCP servers' descriptions."""
+        parts = [p for p in (self.prompt, describe_mcp_servers(self._servers)) if p]
+        return "\n\n".join(parts) or None
+
+    @property
+    def tools(self) -> list[BaseTool]:
+        """The agent's own tools (MCP tools are loaded per run)."""
+        return list(self._tools)
+
+    @property
+    def graph(self) -> Graph:
+        """The compiled LangGraph graph (without MCP tools, which exist only during a run)."""
+        return self._graph if self._graph is not None else self._build(self._tools)
+
+    def _build(self, tools: Sequence[BaseTool]) -> Graph:
+        check_unique(t.name for t in tools)
+        return create_agent(
+            self.llm,
+            list(tools),
+            system_prompt=self.system_prompt,
+            middleware=self._middleware,
+            response_format=self.output,
+            state_schema=AgentState,
+            checkpointer=self.checkpointer,
+            context_schema=self.context_schema,
+            name=self.name,
+        )
+
+    def _check(self, input: Any, thread_id: str | None, decision: Any, decisions: Any) -> None:
+        check_call(
+            owner="Agent",
+            input=input,
+            thread_id=thread_id,
+            decision=decision,
+            decisions=decisions,
+            has_checkpointer=self.checkpointer is not None,
+        )
+
+    @contextlib.asynccontextmanager
+    async def _run_graph(self) -> AsyncIterator[Graph]:
+        """The graph for one run; with MCP servers, their sessions stay open until the run ends."""
+        if self._graph is not None:
+            yield self._graph
+            return
+        from ai_utils.tools.mcp import mcp_scope
+
+        async with mcp_scope(self._servers) as scope:
+            yield self._build([*self._tools, *scope.tools])
+
+    # --- invoke --------------------------------------------------------------------------------------------
+
+    def invoke(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        context: Any = None,
+        decision: Decision | None = None,
+        decisions: Decisions | None = None,
+    ) -> RunResult:
+        """Run one turn (or resume a paused one) to the end.
+
+        Args:
+            input: the user's message.
+            thread_id: the conversation (required with a checkpointer).
+            context: run-time context for tools and middleware; never stored in checkpoints.
+            decision: the answer to a pending approval: ``"approve"``, ``"reject"``,
+                ``{"type": "reject", "message": ...}``, ``{"type": "edit", "args": {...}}``,
+                ``{"type": "respond", "message": ...}``.
+            decisions: one answer per pending item (list in order, or mapping by item id).
+
+        Returns:
+            The answer text, the ``output`` model instance, or an interrupt chunk
+            (``{"kind": "interrupt", ...}``) when a tool waits for approval.
+        """
+        self._check(input, thread_id, decision, decisions)
+        if self._graph is None:
+            return run_sync(
+                lambda: self.ainvoke(
+                    input, thread_id=thread_id, context=context, decision=decision, decisions=decisions
+                ),
+                what="Agent.invoke with MCP servers",
+            )
+        config = run_config(thread_id)
+        resuming = input is None
+        graph_input = resume_input(self._graph, config, decision, decisions) if resuming else start_input(input)
+        output = self._graph.invoke(graph_input, config, context=context, durability=self._durability, version="v2")
+        return final_result(output, structured=self.output is not None)
+
+    async def ainvoke(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        context: Any = None,
+        decision: Decision | None = None,
+        decisions: Decisions | None = None,
+    ) -> RunResult:
+        """Async twin of `invoke`."""
+        self._check(input, thread_id, decision, decisions)
+        config = run_config(thread_id)
+        async with self._run_graph() as graph:
+            if input is None:
+                graph_input: Any = await aresume_input(graph, config, decision, decisions)
+            else:
+                graph_input = start_input(input)
+            output = await graph.ainvoke(
+                graph_input, config, context=context, durability=self._durability, version="v2"
+            )
+        return final_result(output, structured=self.output is not None)
+
+    # --- stream --------------------------------------------------------------------------------------------
+
+    def stream(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        context: Any = None,
+        decision: Decision | None = None,
+        decisions: Decisions | None = None,
+        show_tool_calls: bool = False,
+        show_reasoning: bool = False,
+        show_subagents: bool = False,
+    ) -> Iterator[StreamChunk]:
+        """Run one turn (or resume one) and yield its chunks as they come.
+
+        Chunks are text ``str``s and, when asked for, tool / reasoning / subagent events; a paused run ends
+        with one interrupt chunk. Shapes: `ai_utils.client`. Arguments as in `invoke`.
+        """
+        self._check(input, thread_id, decision, decisions)
+        adapter = ChunkAdapter(
+            show_tool_calls=show_tool_calls, show_reasoning=show_reasoning, show_subagents=show_subagents
+        )
+        if self._graph is None:
+            return iterate_sync(
+                lambda: self._astream(input, thread_id, context, decision, decisions, adapter),
+                what="Agent.stream with MCP servers",
+            )
+        config = run_config(thread_id)
+        graph_input = (
+            start_input(input) if input is not None else resume_input(self._graph, config, decision, decisions)
+        )
+        return stream_run(self._graph, graph_input, config, adapter, context=context, durability=self._durability)
+
+    def astream(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        context: Any = None,
+        decision: Decision | None = None,
+        decisions: Decisions | None = None,
+        show_tool_calls: bool = False,
+        show_reasoning: bool = False,
+        show_subagents: bool = False,
+    ) -> AsyncIterator[StreamChunk]:
+        """Async twin of `stream`."""
+        self._check(input, thread_id, decision, decisions)
+        adapter = ChunkAdapter(
+            show_tool_calls=show_tool_calls, show_reasoning=show_reasoning, show_subagents=show_subagents
+        )
+        return self._astream(input, thread_id, context, decision, decisions, adapter)
+
+    async def _astream(
+        self,
+        input: Any,
+        thread_id: str | None,
+        context: Any,
+        decision: Decision | None,
+        decisions: Decisions | None,
+        adapter: ChunkAdapter,
+    ) -> AsyncIterator[StreamChunk]:
+        config = run_config(thread_id)
+        async with self._run_graph() as graph:
+            if input is None:
+                graph_input: Any = await aresume_input(graph, config, decision, decisions)
+            else:
+                graph_input = start_input(input)
+            async for chunk in astream_run(
+                graph, graph_input, config, adapter, context=context, durability=self._durability
+            ):
+                yield chunk

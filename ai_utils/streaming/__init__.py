@@ -1,0 +1,50 @@
+"""Streaming: graph stream -> client chunks, NDJSON over HTTP, and console helpers.
+
+Imports lazily (PEP 562): the chunk adapter and the encoder need no extra; ``StreamResponse`` needs
+Starlette and ``log_chunk``/``session`` need rich (extra ``server``), loaded on first access.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_LAZY: dict[str, str] = {
+    "StreamResponse": "ai_utils.streaming.ndjson",
+    "andjson_lines": "ai_utils.streaming._encode",
+    "asession": "ai_utils.streaming.console",
+    "encode_chunk": "ai_utils.streaming._encode",
+    "log_chunk": "ai_utils.streaming.console",
+    "ndjson_lines": "ai_utils.streaming._encode",
+    "parse_decision": "ai_utils.streaming.console",
+    "session": "ai_utils.streaming.console",
+}
+
+if TYPE_CHECKING:
+    from ai_utils.streaming._encode import andjson_lines, encode_chunk, ndjson_lines
+    from ai_utils.streaming.console import asession, log_chunk, parse_decision, session
+    from ai_utils.streaming.ndjson import StreamResponse
+
+__all__ = [
+    "StreamResponse",
+    "andjson_lines",
+    "asession",
+    "encode_chunk",
+    "log_chunk",
+    "ndjson_lines",
+    "parse_decision",
+    "session",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ai_utils.streaming' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,239 @@
+"""THE chunk adapter: LangGraph ``version="v2"`` stream parts -> client ``StreamChunk``s.
+
+Every wrapper (Agent, DeepAgent, JevToolCaller) runs its graph with ``**stream_kwargs()``
+(``stream_mode=["messages", "updates"], subgraphs=True, version="v2"``) and feeds each part to one
+``ChunkAdapter``; ``adapt``/``aadapt`` do exactly that. Sources:
+
+- text: ``AIMessageChunk``/``AIMessage`` parts of the ``messages`` mode at the root namespace from a
+  model node (``text_nodes``), via ``.text`` (reasoning blocks never leak into text);
+- reasoning (``show_reasoning``): the ``reasoning`` content blocks of the same messages;
+- tool start (``show_tool_calls``): the complete ``tool_calls`` of the AIMessage in a root ``updates``
+  part of a model node, once per tool call id; tool end: root ``ToolMessage`` parts, once per id;
+- subagent (``show_subagents``): text of any part with a non-empty namespace;
+- interrupts: ``updates["__interrupt__"]`` at any namespace, deduplicated by interrupt id and emitted
+  by ``finish()`` as one chunk (an interrupt ends the run, so it is always the last chunk; collecting
+  them first is what turns several pending interrupts into one batch).
+
+Per part the work is a few dict lookups and an ``isinstance``: no pydantic, no ``astream_events``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterable, Iterator, Mapping
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.types import Interrupt
+
+from ai_utils.client import StreamChunk, SubagentEvent, ToolEvent
+from ai_utils.streaming._interrupts import interrupt_chunk
+
+__all__ = ["ChunkAdapter", "aadapt", "adapt", "stream_kwargs"]
+
+
+def stream_kwargs() -> dict[str, Any]:
+    """The ``graph.stream``/``graph.astream`` keyword arguments the adapter expects.
+
+    Returns:
+        A fresh ``{"stream_mode": ["messages", "updates"], "subgraphs": True, "version": "v2"}``.
+    """
+    return {"stream_mode": ["messages", "updates"], "subgraphs": True, "version": "v2"}
+
+
+def _messages_of(update: object) -> list[Any]:
+    if isinstance(update, list):  # a node that wrote several updates in one step
+        return [m for u in update for m in _messages_of(u)]
+    if isinstance(update, Mapping):
+        messages = update.get("messages")
+        if isinstance(messages, list):
+            return messages
+        if messages is not None:
+            return [messages]
+    return []
+
+
+class ChunkAdapter:
+    """Turns the parts of one graph run into client chunks; one instance per run.
+
+    Args:
+        show_tool_calls: emit ``ToolEvent`` start/end chunks of the main agent.
+        show_reasoning: emit ``ReasoningEvent`` chunks of the main agent.
+        show_subagents: emit ``SubagentEvent`` chunks for text produced inside subgraphs.
+        text_nodes: graph nodes whose model messages are the answer text (``create_agent`` and
+            ``create_deep_agent`` call theirs ``"model"``); ``None`` accepts every node.
+
+    Example:
+        ```python
+        adapter = ChunkAdapter(show_tool_calls=True)
+        for part in graph.stream(inputs, config, **stream_kwargs()):
+            yield from adapter.feed(part)
+        yield from adapter.finish()
+        ```
+    """
+
+    __slots__ = (
+        "_ended",
+        "_interrupts",
+        "_started",
+        "_text_nodes",
+        "show_reasoning",
+        "show_subagents",
+        "show_tool_calls",
+    )
+
+    def __init__(
+        self,
+        *,
+        show_tool_calls: bool = False,
+        show_reasoning: bool = False,
+        show_subagents: bool = False,
+        text_nodes: Collection[str] | None = ("model",),
+    ) -> None:
+        self.show_tool_calls = show_tool_calls
+        self.show_reasoning = show_reasoning
+        self.show_subagents = show_subagents
+        self._text_nodes = None if text_nodes is None else frozenset(text_nodes)
+        self._started: set[str] = set()
+        self._ended: set[str] = set()
+        self._interrupts: dict[str, Interrupt] = {}
+
+    @property
+    def interrupts(self) -> list[Interrupt]:
+        """The distinct interrupts seen so far (what the run is waiting for when it ends)."""
+        return list(self._interrupts.values())
+
+    def feed(self, part: Mapping[str, Any]) -> list[StreamChunk]:
+        """Translate one stream part.
+
+        Args:
+            part: a ``version="v2"`` part ``{"type", "ns", "data"}``; other stream modes are ignored.
+
+        Returns:
+            The chunks for this part, often none.
+        """
+        kind = part["type"]
+        if kind == "messages":
+            message, metadata = part["data"]
+            return self._on_message(part["ns"], message, metadata)
+        if kind == "updates":
+            return self._on_updates(part["ns"], part["data"])
+        return []
+
+    def finish(self) -> list[StreamChunk]:
+        """Close the run: the interrupt chunk if the run paused, else nothing.
+
+        Returns:
+            ``[InterruptEvent]``, ``[InterruptBatch]`` or ``[]``.
+        """
+        chunk = interrupt_chunk(self.interrupts)
+        return [] if chunk is None else [chunk]
+
+    def _on_message(self, ns: tuple[str, ...], message: object, metadata: Mapping[str, Any]) -> list[StreamChunk]:
+        if isinstance(message, AIMessage):
+            if ns:
+                if self.show_subagents and (text := message.text):
+                    event: SubagentEvent = {"kind": "subagent", "text": text, "namespace": list(ns)}
+                    if name := metadata.get("lc_agent_name"):
+                        event["name"] = str(name)
+                    return [event]
+                return []
+            if self._text_nodes is not None and metadata.get("langgraph_node") not in self._text_nodes:
+                return []
+            out: list[StreamChunk] = []
+            if self.show_reasoning:
+                for block in message.content_blocks:
+                    if block["type"] == "reasoning" and (reasoning := block.get("reasoning")):
+                        out.append({"kind": "reasoning", "text": str(reasoning)})
+            if text := message.text:
+                out.append(text)
+            return out
+        if (
+            self.show_tool_calls
+            and not ns
+            and isinstance(message, ToolMessage)
+            and message.tool_call_id not in self._ended
+        ):
+            self._ended.add(message.tool_call_id)
+            end: ToolEvent = {
+                "kind": "tool",
+                "phase": "end",
+                "tool_name": message.name or "",
+                "id": message.tool_call_id,
+                "output": message.text,
+                "status": message.status,
+            }
+            return [end]
+        return []
+
+    def _on_updates(self, ns: tuple[str, ...], data: Mapping[str, Any]) -> list[StreamChunk]:
+        out: list[StreamChunk] = []
+        for node, update in data.items():
+            if node == "__interrupt__":
+                for interrupt in update:
+                    self._interrupts.setdefault(interrupt.id, interrupt)
+            elif self.show_tool_calls and not ns and (self._text_nodes is None or node in self._text_nodes):
+                # Only the model node: middleware such as HITL re-writes the same AIMessage on resume.
+                for message in _messages_of(update):
+                    if isinstance(message, AIMessage) and message.tool_calls:
+                        out.extend(self._tool_starts(message))
+        return out
+
+    def _tool_starts(self, message: AIMessage) -> list[StreamChunk]:
+        out: list[StreamChunk] = []
+        for call in message.tool_calls:
+            call_id = call["id"] or f"{message.id}:{call['name']}"
+            if call_id not in self._started:
+                self._started.add(call_id)
+                start: ToolEvent = {
+                    "kind": "tool",
+                    "phase": "start",
+                    "tool_name": call["name"],
+                    "id": call_id,
+                    "args": call["args"],
+                }
+                out.append(start)
+        return out
+
+
+def adapt(parts: Iterable[Mapping[str, Any]], adapter: ChunkAdapter) -> Iterator[StreamChunk]:
+    """Run ``adapter`` over a sync stream: every part's chunks, then ``finish()``.
+
+    Args:
+        parts: ``graph.stream(..., **stream_kwargs())``.
+        adapter: a fresh ``ChunkAdapter`` for this run.
+
+    Yields:
+        The run's chunks; the interrupt chunk (if any) last. Closing this generator closes ``parts``.
+    """
+    try:
+        for part in parts:
+            yield from adapter.feed(part)
+        yield from adapter.finish()
+    finally:
+        # A consumer that stops early (client disconnect) must stop the graph run too.
+        close = getattr(parts, "close", None)
+        if close is not None:
+            close()
+
+
+async def aadapt(parts: AsyncIterable[Mapping[str, Any]], adapter: ChunkAdapter) -> AsyncIterator[StreamChunk]:
+    """Async twin of ``adapt`` for ``graph.astream(...)``.
+
+    Args:
+        parts: ``graph.astream(..., **stream_kwargs())``.
+        adapter: a fresh ``ChunkAdapter`` for this run.
+
+    Yields:
+        The run's chunks; the interrupt chunk (if any) last. Closing this generator closes ``parts``.
+    """
+    try:
+        async for part in parts:
+            for chunk in adapter.feed(part):
+                yield chunk
+        for chunk in adapter.finish():
+            yield chunk
+    finally:
+        # A consumer that stops early (client disconnect) must stop the graph run too.
+        aclose = getattr(parts, "aclose", None)
+        if aclose is not None:
+            await aclose()

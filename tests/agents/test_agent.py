@@ -1,0 +1,285 @@
+"""Agent on create_agent: answers, tools, streaming protocol, structured output, approval, errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from langchain.tools import ToolRuntime
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import BaseModel
+
+from ai_utils import Agent, ToolRegistry, UserError
+from ai_utils.client import is_interrupt, is_reasoning_event, is_tool_event
+from ai_utils.testing import FakeChatModel, FunctionChatModel
+
+
+class Ledger:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+
+@pytest.fixture
+def ledger() -> Ledger:
+    return Ledger()
+
+
+@pytest.fixture
+def tools(ledger: Ledger) -> list[Any]:
+    @tool
+    def get_weather(city: str) -> str:
+        """Return the weather for a city."""
+        ledger.calls.append(("get_weather", {"city": city}))
+        return f"{city}: sunny"
+
+    @tool
+    def send_mail(to: str, body: str) -> str:
+        """Send an e-mail."""
+        ledger.calls.append(("send_mail", {"to": to, "body": body}))
+        return f"sent to {to}"
+
+    return [get_weather, send_mail]
+
+
+def weather_call(city: str = "Berlin", **extra: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "get_weather", "args": {"city": city}}], **extra}
+
+
+def test_invoke_runs_the_tool_and_returns_the_final_answer(tools: list[Any], ledger: Ledger) -> None:
+    llm = FakeChatModel([weather_call(), "Sonnig in Berlin."])
+    agent = Agent(llm=llm, prompt="Be brief.", tools=tools)
+
+    assert agent.invoke("Wetter in Berlin?") == "Sonnig in Berlin."
+    assert ledger.calls == [("get_weather", {"city": "Berlin"})]
+    second_call = llm.calls[1]
+    assert second_call[0].content == "Be brief."
+    assert isinstance(second_call[-1], ToolMessage) and second_call[-1].content == "Berlin: sunny"
+
+
+def test_plain_functions_and_registry_tools_are_accepted() -> None:
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    class Pair(BaseModel):
+        a: int
+        b: int
+
+    registry = ToolRegistry([{"name": "mul", "description": "Multiply.", "schema": Pair, "func": lambda a, b: a * b}])
+    llm = FakeChatModel(
+        [
+            {"tool_calls": [{"name": "add", "args": {"a": 8, "b": 13}}, {"name": "mul", "args": {"a": 2, "b": 3}}]},
+            "21 and 6",
+        ]
+    )
+    agent = Agent(llm=llm, tools=[add, *registry.all_tools])
+
+    assert agent.invoke("8+13 and 2*3?") == "21 and 6"
+    results = sorted(m.content for m in llm.calls[1] if isinstance(m, ToolMessage))
+    assert results == ["21", "6"]
+
+
+def test_stream_yields_text_only_unless_events_are_asked_for(tools: list[Any]) -> None:
+    script = [weather_call(reasoning="I need the weather."), "Es ist sonnig in Berlin."]
+
+    plain = list(Agent(llm=FakeChatModel(script), tools=tools).stream("Wetter?"))
+    assert all(isinstance(c, str) for c in plain)
+    assert len(plain) > 1 and "".join(plain) == "Es ist sonnig in Berlin."
+
+    rich = list(
+        Agent(llm=FakeChatModel(script), tools=tools).stream("Wetter?", show_tool_calls=True, show_reasoning=True)
+    )
+    events = [c for c in rich if not isinstance(c, str)]
+    assert [e["text"] for e in events if is_reasoning_event(e)] and "".join(
+        e["text"] for e in events if is_reasoning_event(e)
+    ) == "I need the weather."
+    tool_events = [e for e in events if is_tool_event(e)]
+    assert [(e["phase"], e["tool_name"]) for e in tool_events] == [("start", "get_weather"), ("end", "get_weather")]
+    assert tool_events[0]["args"] == {"city": "Berlin"}
+    assert tool_events[1]["output"] == "Berlin: sunny" and tool_events[1]["id"] == tool_events[0]["id"]
+    assert "".join(c for c in rich if isinstance(c, str)) == "Es ist sonnig in Berlin."
+
+
+async def test_astream_and_ainvoke_match_the_sync_twins(tools: list[Any], ledger: Ledger) -> None:
+    agent = Agent(llm=FakeChatModel([weather_call(), "Sonnig.", weather_call("Rom"), "Warm."]), tools=tools)
+    chunks = [c async for c in agent.astream("Berlin?", show_tool_calls=True)]
+    assert "".join(c for c in chunks if isinstance(c, str)) == "Sonnig."
+    assert [c["phase"] for c in chunks if is_tool_event(c)] == ["start", "end"]
+    assert await agent.ainvoke("Rom?") == "Warm."
+    assert ledger.calls == [("get_weather", {"city": "Berlin"}), ("get_weather", {"city": "Rom"})]
+
+
+def test_structured_output_returns_a_validated_model(tools: list[Any]) -> None:
+    class Answer(BaseModel):
+        answer: str
+        confidence: float
+
+    llm = FakeChatModel(
+        [weather_call(), {"tool_calls": [{"name": "Answer", "args": {"answer": "sunny", "confidence": 0.9}}]}]
+    )
+    result = Agent(llm=llm, tools=tools, output=Answer).invoke("Wetter?")
+    assert result == Answer(answer="sunny", confidence=0.9)
+
+
+def test_checkpointer_keeps_the_conversation_per_thread(tools: list[Any]) -> None:
+    def reply(messages: list[Any], tools: list[Any]) -> str:
+        said = " ".join(str(m.content) for m in messages)
+        return "Du heisst Max." if "Ich heisse Max" in said and "Wie heisse ich" in said else "Hallo!"
+
+    agent = Agent(llm=FunctionChatModel(reply), tools=tools, checkpointer=InMemorySaver())
+    assert agent.invoke("Ich heisse Max.", thread_id="a") == "Hallo!"
+    assert agent.invoke("Wie heisse ich?", thread_id="a") == "Du heisst Max."
+    assert agent.invoke("Wie heisse ich?", thread_id="b") == "Hallo!"
+
+
+def approval_agent(tools: list[Any], script: list[Any], **interrupt: Any) -> Agent:
+    return Agent(
+        llm=FakeChatModel(script),
+        tools=tools,
+        checkpointer=InMemorySaver(),
+        interrupt_on={"send_mail": interrupt or {"decisions": ["approve", "edit", "reject"], "question": "Send it?"}},
+    )
+
+
+MAIL = {"tool_calls": [{"name": "send_mail", "args": {"to": "a@x.de", "body": "Hi"}}]}
+
+
+def test_approval_pauses_then_approve_runs_the_tool_once(tools: list[Any], ledger: Ledger) -> None:
+    agent = approval_agent(tools, [MAIL, "Mail ist raus."])
+
+    paused = agent.invoke("Schick die Mail", thread_id="t")
+    assert is_interrupt(paused) and "items" not in paused
+    assert paused["question"] == "Send it?" and paused["tool_name"] == "send_mail"
+    assert paused["args"] == {"to": "a@x.de", "body": "Hi"} and paused["decisions"] == ["approve", "edit", "reject"]
+    assert ledger.calls == []
+
+    chunks = list(agent.stream(thread_id="t", decision="approve", show_tool_calls=True))
+    assert ledger.calls == [("send_mail", {"to": "a@x.de", "body": "Hi"})]
+    assert [c["phase"] for c in chunks if is_tool_event(c)] == ["end"]
+    assert "".join(c for c in chunks if isinstance(c, str)) == "Mail ist raus."
+
+
+def test_reject_with_message_never_runs_the_tool_and_tells_the_model(tools: list[Any], ledger: Ledger) -> None:
+    agent = approval_agent(tools, [MAIL, "Okay, nicht gesendet."])
+    agent.invoke("Schick die Mail", thread_id="t")
+    result = agent.invoke(thread_id="t", decision={"type": "reject", "message": "Falscher Empfänger"})
+    assert result == "Okay, nicht gesendet." and ledger.calls == []
+    tool_results = [m for m in agent.llm.calls[1] if isinstance(m, ToolMessage)]  # type: ignore[attr-defined]
+    assert "Falscher Empfänger" in str(tool_results[-1].content)
+
+
+def test_edit_runs_the_tool_with_the_edited_args(tools: list[Any], ledger: Ledger) -> None:
+    agent = approval_agent(tools, [MAIL, "Gesendet."])
+    agent.invoke("Schick die Mail", thread_id="t")
+    agent.invoke(thread_id="t", decision={"type": "edit", "args": {"to": "b@x.de", "body": "Hallo"}})
+    assert ledger.calls == [("send_mail", {"to": "b@x.de", "body": "Hallo"})]
+
+
+def test_parallel_calls_pause_as_one_batch_and_take_decisions_by_position_or_id(
+    tools: list[Any], ledger: Ledger
+) -> None:
+    two = {
+        "tool_calls": [
+            {"name": "send_mail", "args": {"to": "a@x.de", "body": "1"}},
+            {"name": "send_mail", "args": {"to": "b@x.de", "body": "2"}},
+        ]
+    }
+    agent = approval_agent(tools, [two, "Eine gesendet.", two, "Wieder eine."], decisions=["approve", "reject"])
+    batch = agent.invoke("Zwei Mails", thread_id="t")
+    assert is_interrupt(batch) and len(batch["items"]) == 2  # type: ignore[typeddict-item]
+    agent.invoke(thread_id="t", decisions=["reject", "approve"])
+    assert ledger.calls == [("send_mail", {"to": "b@x.de", "body": "2"})]
+
+    batch = agent.invoke("Nochmal", thread_id="t")
+    items = batch["items"]  # type: ignore[index]
+    agent.invoke(thread_id="t", decisions={items[0]["id"]: "approve", items[1]["id"]: "reject"})
+    assert ledger.calls[-1] == ("send_mail", {"to": "a@x.de", "body": "1"})
+
+
+def test_question_may_be_a_function_of_the_tool_call(tools: list[Any]) -> None:
+    agent = approval_agent(tools, [MAIL], decisions=["approve"], question=lambda call: f"Mail an {call['args']['to']}?")
+    paused = agent.invoke("Mail", thread_id="t")
+    assert paused["question"] == "Mail an a@x.de?"  # type: ignore[index]
+
+
+def test_the_same_interrupt_is_streamed_once(tools: list[Any]) -> None:
+    agent = approval_agent(tools, [MAIL])
+    chunks = list(agent.stream("Mail", thread_id="t", show_tool_calls=True))
+    assert sum(1 for c in chunks if is_interrupt(c)) == 1 and is_interrupt(chunks[-1])
+
+
+@dataclass
+class Ctx:
+    api_token: str
+
+
+def test_context_reaches_tools_but_not_the_checkpoint() -> None:
+    seen: list[Any] = []
+
+    @tool
+    def whoami(runtime: ToolRuntime[Ctx]) -> str:
+        """Tell who is asking."""
+        seen.append(runtime.context)
+        return "ok"
+
+    saver = InMemorySaver()
+    agent = Agent(
+        context_schema=Ctx,
+        llm=FakeChatModel([{"tool_calls": [{"name": "whoami", "args": {}}]}, "done"]),
+        tools=[whoami],
+        checkpointer=saver,
+    )
+    agent.invoke("who?", thread_id="t", context=Ctx(api_token="SECRET-123"))
+    assert seen == [Ctx(api_token="SECRET-123")]
+    stored = repr(list(saver.storage.items())) + repr(saver.writes)
+    assert "SECRET-123" not in stored
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "call", "message"),
+    [
+        ({"checkpointer": InMemorySaver()}, {"input": "hi"}, "thread_id"),
+        ({"checkpointer": InMemorySaver()}, {"input": "hi", "thread_id": "t", "decision": "approve"}, "not both"),
+        ({}, {"decision": "approve"}, "needs a checkpointer"),
+        ({}, {}, "nothing to run"),
+        ({"checkpointer": InMemorySaver()}, {"thread_id": "t", "decision": "approve"}, "no pending interrupt"),
+    ],
+)
+def test_bad_calls_raise_clear_user_errors(kwargs: dict[str, Any], call: dict[str, Any], message: str) -> None:
+    agent = Agent(llm=FakeChatModel(["x"]), **kwargs)
+    with pytest.raises(UserError, match=message):
+        agent.invoke(**call)
+    with pytest.raises(UserError, match=message):
+        list(agent.stream(**call))
+
+
+def test_bad_construction_raises_clear_user_errors(tools: list[Any]) -> None:
+    llm = FakeChatModel(["x"])
+    with pytest.raises(UserError, match="Duplicate tool names"):
+        Agent(llm=llm, tools=[*tools, tools[0]])
+    with pytest.raises(UserError, match="checkpointer"):
+        Agent(llm=llm, tools=tools, interrupt_on={"send_mail": True})
+    with pytest.raises(UserError, match="pydantic model"):
+        Agent(llm=llm, output=dict)  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="decisions"):
+        Agent(llm=llm, tools=tools, checkpointer=InMemorySaver(), interrupt_on={"send_mail": {"decisions": ["maybe"]}})
+    with pytest.raises(UserError, match="docstring"):
+        Agent(llm=llm, tools=[lambda x: x])
+    with pytest.raises(UserError, match="__"):
+        Agent(llm=llm, mcp_server={"name": "a__b", "url": "http://127.0.0.1:9/mcp"})
+
+
+def test_default_llm_needs_the_openrouter_key() -> None:
+    with pytest.raises(UserError, match="OPENROUTER_API_KEY"):
+        Agent()
+
+
+def test_describe_is_metadata_and_not_sent_to_the_model() -> None:
+    llm = FakeChatModel(["hi"])
+    agent = Agent(llm=llm, prompt="P", describe="Answers billing questions")
+    agent.invoke("x")
+    assert agent.describe == "Answers billing questions"
+    assert "billing" not in repr(llm.calls)
