@@ -85,3 +85,21 @@ print(len(ai_utils.ToolRegistry([]).all_tools))
 """
     )
     assert out.split() == ["FakeChatModel", "hi", "ok", "0"]
+
+
+def test_names_that_need_an_extra_say_how_to_install_it() -> None:
+    out = _run(
+        BLOCKER
+        + """
+import ai_utils
+for name in ("StreamResponse", "log_chunk", "TavilySearch"):
+    try:
+        getattr(ai_utils, name)
+    except ImportError as error:
+        print(name, "|", error)
+"""
+    )
+    lines = dict(line.split(" | ", 1) for line in out.strip().splitlines())
+    assert 'pip install "ai-utils[server]"' in lines["StreamResponse"]
+    assert 'pip install "ai-utils[server]"' in lines["log_chunk"]
+    assert 'pip install "ai-utils[tavily]"' in lines["TavilySearch"]
