@@ -10,6 +10,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
+from ai_utils._loop_resources import aclose_loop_resources
 from ai_utils.exceptions import UserError
 
 __all__ = ["is_async_callable", "iterate_sync", "run_sync"]
@@ -63,6 +64,7 @@ def run_sync(make_coro: Callable[[], Coroutine[Any, Any, T]] | Coroutine[Any, An
     try:
         return runner.run(coro)
     finally:
+        runner.run(aclose_loop_resources())
         runner.close()
 
 
@@ -99,6 +101,7 @@ def iterate_sync(make_agen: Callable[[], AsyncIterator[T]], *, what: str = "this
             closer = getattr(agen, "aclose", None)
             if closer is not None:
                 await closer()
+            await aclose_loop_resources()
 
     def cancel() -> None:
         task = box.get("task")

@@ -4,10 +4,17 @@
 AiUtilsError(Exception)              # root: `except ai_utils.AiUtilsError` catches everything we raise
 ├── UserError                        # a caller mistake: bad argument, unknown provider, missing key
 ├── ModelOutputError                 # a model's reply failed validation after every retry; .errors, .attempts
-└── ProviderError                    # a provider/CLI call failed; .provider
+├── ProviderError                    # a provider/CLI call failed; .provider
+├── JevError                         # ai_utils.jev.errors
+│   ├── JevAPIError                  #   non-2xx reply; .status, .body, .request_id
+│   │   └── JevResponseError         #     malformed reply body
+│   ├── JevTimeoutError              #   also a TimeoutError
+│   └── JevConnectionError           #   also a ConnectionError
+├── MCPConnectionError               # ai_utils.tools: a server could not be reached or died; .server
+└── SupabaseCheckpointError          # ai_utils.memory.supabase; .code
 ```
 
-Later domains (Jev, gateway, feedback, MCP) add their own subclasses of `AiUtilsError` here.
+Domain errors live next to their domain and are re-exported from `ai_utils`.
 Messages name the offending value with `!r` and end with the fix.
 """
 

@@ -4,13 +4,16 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import uvicorn
 from _services import Aimock, free_port, require_node_package, running, start_aimock, start_postgres
+from _supabase import SupabaseStack, start_supabase
 from starlette.types import ASGIApp
+from supabase import Client, ClientOptions, create_client
 
 # Every variable that could make a test reach a real provider or change a default.
 _SECRET_ENV = (
@@ -127,3 +130,29 @@ def serve() -> Iterator[Callable[[ASGIApp], LiveServer]]:
     for server, thread in servers:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def supabase_stack(postgres_uri: str) -> Iterator[SupabaseStack]:
+    """Real PostgREST 12 + Postgres behind a /rest/v1 proxy on 127.0.0.1 (see tests/_supabase.py)."""
+    with start_supabase(postgres_uri) as stack:
+        yield stack
+
+
+@pytest.fixture(scope="session")
+def supabase_client(supabase_stack: SupabaseStack) -> Iterator[Client]:
+    """A supabase-py client with the service role key.
+
+    An explicit httpx client avoids supabase-py's DeprecationWarning for its default `timeout` path.
+    """
+    with httpx.Client(timeout=30) as http:
+        yield create_client(supabase_stack.url, supabase_stack.service_key, options=ClientOptions(httpx_client=http))
+
+
+@pytest.fixture(autouse=True)
+async def _close_loop_resources() -> AsyncIterator[None]:
+    """Close pooled HTTP clients bound to this test's event loop, as an app closes them at shutdown."""
+    yield
+    from ai_utils._loop_resources import aclose_loop_resources
+
+    await aclose_loop_resources()

@@ -12,16 +12,18 @@ turns into a ``{"type": "reasoning"}`` content block, never mixed into the text.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-import httpx2
 import openai
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_openai import ChatOpenAI
 from pydantic import PrivateAttr
+
+from ai_utils._loop_resources import on_loop_close
 
 __all__ = ["ChatOpenAICompatible", "reasoning_text"]
 
@@ -76,22 +78,25 @@ class ChatOpenAICompatible(ChatOpenAI):
     provider_label: str = "openai_compatible"
     history_reasoning_key: str | None = None
 
-    _async_loop: asyncio.AbstractEventLoop | None = PrivateAttr(default=None)
+    _loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, Any]] = PrivateAttr(
+        default_factory=weakref.WeakKeyDictionary
+    )
 
     def _bind_async_client_to_loop(self) -> None:
-        # langchain-openai shares one async HTTP client per base URL across all instances and event loops;
-        # a pooled connection from a finished loop then fails with "Event loop is closed" (a new loop per
-        # `run_sync`, per test, per `asyncio.run`). Give each instance a client of its current loop instead,
-        # without idle keep-alive connections: they would outlive their loop and leak as unclosed sockets.
-        loop = asyncio.get_running_loop()
-        if self._async_loop is loop or self.http_async_client is not None or self.root_async_client is None:
+        # langchain-openai shares one async HTTP client per base URL across instances and event loops; a
+        # pooled connection from a finished loop then fails with "Event loop is closed" (a new loop per
+        # `run_sync`, per test, per `asyncio.run`). So each loop gets its own pooled client (keep-alive
+        # matters: without it every call pays a new TLS handshake), closed with the loop when ai_utils
+        # runs it (`ai_utils._loop_resources`).
+        if self.http_async_client is not None or self.root_async_client is None:
             return
-        http_client = openai.DefaultAsyncHttpxClient(
-            limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=0)
-        )
-        self.root_async_client = self.root_async_client.copy(http_client=http_client)
-        self.async_client = self.root_async_client.chat.completions
-        self._async_loop = loop
+        loop = asyncio.get_running_loop()
+        clients = self._loop_clients.get(loop)
+        if clients is None:
+            root = self.root_async_client.copy(http_client=openai.DefaultAsyncHttpxClient())
+            clients = self._loop_clients[loop] = (root, root.chat.completions)
+            on_loop_close(root.close)
+        self.root_async_client, self.async_client = clients
 
     async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
         self._bind_async_client_to_loop()

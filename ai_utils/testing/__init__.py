@@ -1,4 +1,7 @@
-"""Public test doubles: fake chat models that stream, call tools and return structured output.
+"""Public test doubles: fake chat models and a fake Jev server.
+
+The chat models stream, call tools and return structured output; the Jev server speaks the real decisions
+protocol over HTTP on 127.0.0.1.
 
 ```python
 from ai_utils.testing import FakeChatModel
@@ -10,6 +13,15 @@ assert model.invoke("hi").content == "Hello!"
 
 from __future__ import annotations
 
+from ai_utils.testing.jev_server import FakeJevServer, JevAnswerFunction, RecordedJevRequest
 from ai_utils.testing.models import FakeChatModel, FunctionChatModel, sequence_model, static_model
 
-__all__ = ["FakeChatModel", "FunctionChatModel", "sequence_model", "static_model"]
+__all__ = [
+    "FakeChatModel",
+    "FakeJevServer",
+    "FunctionChatModel",
+    "JevAnswerFunction",
+    "RecordedJevRequest",
+    "sequence_model",
+    "static_model",
+]

@@ -1,0 +1,115 @@
+"""Jev (TypeSafe System One) decisions: typed `classify()`, `JevClient`, `JevDecisionModel`.
+
+See `classify` for the dict form and `ai_utils.jev.questions` for the typed form.
+`classify()` needs no LangChain import; `JevDecisionModel` (LangChain) loads on first access.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ai_utils.jev._classify import aclassify, classify
+from ai_utils.jev.client import JevClient
+from ai_utils.jev.errors import JevAPIError, JevConnectionError, JevError, JevResponseError, JevTimeoutError
+from ai_utils.jev.questions import (
+    Answer,
+    ChoiceAnswer,
+    ChoiceQuestion,
+    ClassifyResult,
+    NoulAnswer,
+    NoulQuestion,
+    Questions,
+    ScoreAnswer,
+    ScoreQuestion,
+    Usage,
+    choice,
+    noul,
+    score,
+)
+
+if TYPE_CHECKING:
+    from ai_utils.jev._tool_caller_types import (
+        ConfidenceGate,
+        JevBelow,
+        JevGated,
+        JevInterrupt,
+        JevMetadata,
+        JevNoParamOptionsError,
+        JevOutput,
+        JevParamChoice,
+        JevParamsError,
+        JevProposalChangedError,
+        JevReturn,
+        JevTool,
+        JevToolChoice,
+    )
+    from ai_utils.jev.decision_model import JevDecisionModel
+    from ai_utils.jev.tool_caller import JevToolCaller
+
+# Loaded on first access: these import LangChain / LangGraph, which `classify()` does not need.
+_LAZY = {
+    "JevDecisionModel": "ai_utils.jev.decision_model",
+    "JevToolCaller": "ai_utils.jev.tool_caller",
+    "ConfidenceGate": "ai_utils.jev._tool_caller_types",
+    "JevBelow": "ai_utils.jev._tool_caller_types",
+    "JevGated": "ai_utils.jev._tool_caller_types",
+    "JevInterrupt": "ai_utils.jev._tool_caller_types",
+    "JevMetadata": "ai_utils.jev._tool_caller_types",
+    "JevNoParamOptionsError": "ai_utils.jev._tool_caller_types",
+    "JevOutput": "ai_utils.jev._tool_caller_types",
+    "JevParamChoice": "ai_utils.jev._tool_caller_types",
+    "JevParamsError": "ai_utils.jev._tool_caller_types",
+    "JevProposalChangedError": "ai_utils.jev._tool_caller_types",
+    "JevReturn": "ai_utils.jev._tool_caller_types",
+    "JevTool": "ai_utils.jev._tool_caller_types",
+    "JevToolChoice": "ai_utils.jev._tool_caller_types",
+}
+
+__all__ = [
+    "Answer",
+    "ChoiceAnswer",
+    "ChoiceQuestion",
+    "ClassifyResult",
+    "ConfidenceGate",
+    "JevAPIError",
+    "JevBelow",
+    "JevClient",
+    "JevConnectionError",
+    "JevDecisionModel",
+    "JevError",
+    "JevGated",
+    "JevInterrupt",
+    "JevMetadata",
+    "JevNoParamOptionsError",
+    "JevOutput",
+    "JevParamChoice",
+    "JevParamsError",
+    "JevProposalChangedError",
+    "JevResponseError",
+    "JevReturn",
+    "JevTimeoutError",
+    "JevTool",
+    "JevToolCaller",
+    "JevToolChoice",
+    "NoulAnswer",
+    "NoulQuestion",
+    "Questions",
+    "ScoreAnswer",
+    "ScoreQuestion",
+    "Usage",
+    "aclassify",
+    "choice",
+    "classify",
+    "noul",
+    "score",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,115 @@
+"""Memory: checkpoint savers for LangGraph threads and helpers to read and summarize them.
+
+- `MemorySaver`: LangGraph's in-memory saver (tests, demos; gone when the process ends).
+- `sqlite_saver(path)`: the embedded durable default (extra ``sqlite``).
+- `postgres_saver(conn_string)`: Postgres for several processes or machines (extra ``postgres``).
+- `SupabaseCheckpointSaver(client)`: checkpoints in Supabase over PostgREST (extra ``supabase``); its
+  tables come from `supabase_checkpoints_sql()`.
+- `SmartCheckpointSaver(inner)`: wraps any saver and keeps threads within a token budget.
+- `get_messages_array_from_checkpoint`, `format_checkpoint_messages_for_llm`, `chat_summarizer`.
+
+Every saver works from sync (``invoke``/``stream``) and async (``ainvoke``/``astream``) runs. For the
+strongest crash safety run graphs with ``durability="sync"``: each step's checkpoint is written before
+the next step starts, so a killed process resumes with ``graph.invoke(None, config)`` exactly where it
+stopped (``"async"``, LangGraph's default, may lose the last step; ``"exit"`` saves only at the end).
+
+Importing this package loads no optional dependency: the factories import their backend when called
+and the classes load on first access.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.memory import InMemorySaver as MemorySaver
+
+    from ai_utils.memory._messages import (
+        achat_summarizer,
+        aget_messages_array_from_checkpoint,
+        chat_summarizer,
+        format_checkpoint_messages_for_llm,
+        get_messages_array_from_checkpoint,
+    )
+    from ai_utils.memory.postgres import PostgresCheckpointSaver
+    from ai_utils.memory.smart import SmartCheckpointSaver
+    from ai_utils.memory.sqlite import SqliteCheckpointSaver
+    from ai_utils.memory.supabase import SupabaseCheckpointError, SupabaseCheckpointSaver, supabase_checkpoints_sql
+
+__all__ = [
+    "MemorySaver",
+    "PostgresCheckpointSaver",
+    "SmartCheckpointSaver",
+    "SqliteCheckpointSaver",
+    "SupabaseCheckpointError",
+    "SupabaseCheckpointSaver",
+    "achat_summarizer",
+    "aget_messages_array_from_checkpoint",
+    "chat_summarizer",
+    "format_checkpoint_messages_for_llm",
+    "get_messages_array_from_checkpoint",
+    "postgres_saver",
+    "sqlite_saver",
+    "supabase_checkpoints_sql",
+]
+
+# name -> (module, attribute). Loaded on first access (PEP 562) so optional extras stay optional.
+_LAZY: dict[str, tuple[str, str]] = {
+    "MemorySaver": ("langgraph.checkpoint.memory", "InMemorySaver"),
+    "PostgresCheckpointSaver": ("ai_utils.memory.postgres", "PostgresCheckpointSaver"),
+    "SmartCheckpointSaver": ("ai_utils.memory.smart", "SmartCheckpointSaver"),
+    "SqliteCheckpointSaver": ("ai_utils.memory.sqlite", "SqliteCheckpointSaver"),
+    "SupabaseCheckpointError": ("ai_utils.memory.supabase", "SupabaseCheckpointError"),
+    "SupabaseCheckpointSaver": ("ai_utils.memory.supabase", "SupabaseCheckpointSaver"),
+    "achat_summarizer": ("ai_utils.memory._messages", "achat_summarizer"),
+    "aget_messages_array_from_checkpoint": ("ai_utils.memory._messages", "aget_messages_array_from_checkpoint"),
+    "chat_summarizer": ("ai_utils.memory._messages", "chat_summarizer"),
+    "format_checkpoint_messages_for_llm": ("ai_utils.memory._messages", "format_checkpoint_messages_for_llm"),
+    "get_messages_array_from_checkpoint": ("ai_utils.memory._messages", "get_messages_array_from_checkpoint"),
+    "supabase_checkpoints_sql": ("ai_utils.memory.supabase", "supabase_checkpoints_sql"),
+}
+
+
+def sqlite_saver(path: str | os.PathLike[str]) -> SqliteCheckpointSaver:
+    """Open (or create) a SQLite checkpoint saver; see `ai_utils.memory.sqlite.sqlite_saver`.
+
+    Args:
+        path: the database file (parent folders are created) or ``":memory:"``.
+
+    Returns:
+        A saver usable from sync and async runs; close it with ``.close()`` or a ``with`` block.
+    """
+    from ai_utils.memory.sqlite import sqlite_saver as _sqlite_saver
+
+    return _sqlite_saver(path)
+
+
+def postgres_saver(conn_string: str, *, min_size: int = 1, max_size: int = 4) -> PostgresCheckpointSaver:
+    """Connect a Postgres checkpoint saver; see `ai_utils.memory.postgres.postgres_saver`.
+
+    Args:
+        conn_string: a libpq URI, e.g. ``"postgresql://user:pw@host:5432/db"``.
+        min_size: connections the pool keeps open.
+        max_size: the most connections the pool opens.
+
+    Returns:
+        A saver usable from sync and async runs; close it with ``.close()`` or a ``with`` block.
+    """
+    from ai_utils.memory.postgres import postgres_saver as _postgres_saver
+
+    return _postgres_saver(conn_string, min_size=min_size, max_size=max_size)
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'ai_utils.memory' has no attribute {name!r}")
+    value = getattr(importlib.import_module(target[0]), target[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,330 @@
+"""Checkpoint helpers: read a thread's messages, render them as a transcript, summarize them.
+
+These are pure functions over LangChain messages and LangGraph checkpoint objects; the only I/O is
+the summarizer's model call (sync `chat_summarizer`, async `achat_summarizer`) and, for delta-channel
+threads, reading ancestor writes from a saver.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.graph.message import add_messages
+from langgraph.types import Overwrite, StateSnapshot
+
+from ai_utils.exceptions import UserError
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+    from langgraph.checkpoint.base import DeltaChannelHistory
+
+__all__ = [
+    "achat_summarizer",
+    "aget_messages_array_from_checkpoint",
+    "chat_summarizer",
+    "format_checkpoint_messages_for_llm",
+    "get_messages_array_from_checkpoint",
+]
+
+_SUMMARY_FOCUS = (
+    "This is a chat transcript between a user and an AI assistant (with tool calls and tool results). "
+    "Write ONE rolling summary that a model can use as memory to continue the conversation: keep every "
+    "fact the user stated about themselves, their goals, decisions, open questions, and the key results "
+    "of tool calls. Merge the previous summary, if there is one, with the new messages; drop nothing "
+    "important from it. Write plain prose in the conversation's language."
+)
+
+
+def _check_positive(value: Any, *, argument: str, fix: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"{argument} must be an int >= 1, got {value!r}. {fix}")
+
+
+def _check_optional_positive(value: Any, *, argument: str) -> None:
+    if value is not None:
+        _check_positive(value, argument=argument, fix="Pass e.g. 3000, or None for no limit.")
+
+
+def _truncate(text: str, limit: int | None) -> str:
+    if limit is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]} … [truncated {len(text) - limit} chars]"
+
+
+def _tool_call_text(call: Mapping[str, Any]) -> str:
+    args = json.dumps(call.get("args") or {}, ensure_ascii=False, sort_keys=True, default=str)
+    return f"{call.get('name') or 'tool'}({args})"
+
+
+def _message_lines(message: BaseMessage, tool_names: Mapping[str, str], limit: int | None) -> list[str]:
+    text = str(message.text).strip()
+    if isinstance(message, HumanMessage):
+        return [f"User: {text}"]
+    if isinstance(message, AIMessage):
+        lines = [f"Assistant: {text}"] if text else []
+        lines.extend(f"Assistant called {_tool_call_text(call)}" for call in message.tool_calls)
+        return lines or ["Assistant: "]
+    if isinstance(message, ToolMessage):
+        name = message.name or tool_names.get(message.tool_call_id) or "tool"
+        return [f"Tool {name}: {_truncate(text, limit)}"]
+    if isinstance(message, SystemMessage):
+        return [f"System: {text}"]
+    return [f"{message.type.capitalize()}: {text}"]
+
+
+def format_checkpoint_messages_for_llm(messages: Any, *, max_tool_result_chars: int | None = None) -> str:
+    """Render a conversation as a readable transcript for a prompt.
+
+    One line per message: ``User: ...``, ``Assistant: ...``, ``Assistant called get_weather({"city": "Paris"})``
+    for each tool call, ``Tool get_weather: ...`` for a tool result (named after its call) and
+    ``System: ...``. Only the text of a message is shown (reasoning blocks are left out).
+
+    Example:
+        ```python
+        from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+        from ai_utils.memory import format_checkpoint_messages_for_llm
+
+        text = format_checkpoint_messages_for_llm(
+            [
+                HumanMessage("Weather in Paris?"),
+                AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}, "id": "c1"}]),
+                ToolMessage("Sunny", tool_call_id="c1"),
+                AIMessage("It is sunny."),
+            ]
+        )
+        # User: Weather in Paris?
+        # Assistant called get_weather({"city": "Paris"})
+        # Tool get_weather: Sunny
+        # Assistant: It is sunny.
+        ```
+
+    Args:
+        messages: a sequence of messages, or anything `get_messages_array_from_checkpoint` accepts
+            (a checkpoint, a `CheckpointTuple`, a `StateSnapshot`, a state dict).
+        max_tool_result_chars: cut each tool result to this many characters (the cut is marked);
+            None keeps them whole.
+
+    Returns:
+        The transcript, lines joined with newlines (empty for no messages).
+
+    Raises:
+        UserError: ``messages`` is not a conversation, or ``max_tool_result_chars`` is not a positive int.
+    """
+    _check_optional_positive(max_tool_result_chars, argument="max_tool_result_chars")
+    items = get_messages_array_from_checkpoint(messages)
+    tool_names = {
+        str(call["id"]): call["name"] for m in items if isinstance(m, AIMessage) for call in m.tool_calls if call["id"]
+    }
+    lines: list[str] = []
+    for message in items:
+        lines.extend(_message_lines(message, tool_names, max_tool_result_chars))
+    return "\n".join(lines)
+
+
+def _as_messages(value: Any, *, where: str) -> list[BaseMessage]:
+    if isinstance(value, _DeltaSnapshot):
+        value = value.value
+    if value is None:
+        return []
+    if isinstance(value, BaseMessage):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(m, BaseMessage) for m in value):
+        return list(value)
+    raise UserError(
+        f"{where} holds {type(value).__name__} {_short_repr(value)}, not a list of messages. "
+        "Pass a message list, a checkpoint, a CheckpointTuple, a StateSnapshot or a state dict."
+    )
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
+def _replay(history: DeltaChannelHistory) -> list[BaseMessage]:
+    seed = history.get("seed")
+    messages: list[Any] = _as_messages(seed, where="the delta snapshot")
+    for _task, _channel, value in history["writes"]:
+        if isinstance(value, Overwrite):
+            messages = _as_messages(value.value, where="an Overwrite write")
+        else:
+            messages = cast("list[Any]", add_messages(messages, value))
+    return cast("list[BaseMessage]", messages)
+
+
+def _from_tuple_direct(source: CheckpointTuple, key: str) -> list[BaseMessage] | None:
+    values = source.checkpoint.get("channel_values", {})
+    if key in values:
+        return _as_messages(values[key], where=f"channel_values[{key!r}]")
+    return None
+
+
+def _check_saver(saver: Any) -> None:
+    if saver is not None and not isinstance(saver, BaseCheckpointSaver):
+        raise UserError(
+            f"saver must be a LangGraph checkpoint saver, got {_short_repr(saver)}. "
+            "Pass the checkpointer the thread was written with, or None."
+        )
+
+
+def get_messages_array_from_checkpoint(
+    source: Any, *, key: str = "messages", saver: BaseCheckpointSaver[Any] | None = None
+) -> list[BaseMessage]:
+    """Return the messages of a thread from a checkpoint-like object.
+
+    Accepted sources: a list of messages (returned as a new list); a state dict (``graph.invoke``'s
+    result, ``{"messages": [...]}``); a `StateSnapshot` (``graph.get_state(config)``); a `Checkpoint`
+    dict (``checkpoint["channel_values"][key]``); a `CheckpointTuple` (``saver.get_tuple(config)``).
+
+    Delta-channel threads (deepagents stores ``messages`` in a LangGraph ``DeltaChannel``): a checkpoint
+    between two snapshots does not hold the messages, only their ancestors' writes do. For those pass the
+    `CheckpointTuple` together with the ``saver`` it came from; the messages are then rebuilt from
+    ``saver.get_delta_channel_history`` (snapshot + replayed writes, as LangGraph does). Without a saver
+    such a checkpoint yields ``[]``. ``graph.get_state(config)`` always returns the full list, so passing
+    its `StateSnapshot` works for every thread.
+
+    Args:
+        source: the checkpoint-like object.
+        key: the state key (channel) that holds the messages.
+        saver: the checkpointer a `CheckpointTuple` was read from, to rebuild delta-channel messages.
+
+    Returns:
+        The messages, oldest first.
+
+    Raises:
+        UserError: ``source`` holds no message list under ``key``, or ``saver`` is not a checkpoint saver.
+    """
+    _check_saver(saver)
+    if isinstance(source, CheckpointTuple):
+        direct = _from_tuple_direct(source, key)
+        if direct is not None or saver is None:
+            return direct or []
+        history = saver.get_delta_channel_history(config=source.config, channels=[key])
+        return _replay(history[key])
+    return _from_plain(source, key)
+
+
+async def aget_messages_array_from_checkpoint(
+    source: Any, *, key: str = "messages", saver: BaseCheckpointSaver[Any] | None = None
+) -> list[BaseMessage]:
+    """Async twin of `get_messages_array_from_checkpoint` (reads delta history with the saver's async API)."""
+    _check_saver(saver)
+    if isinstance(source, CheckpointTuple):
+        direct = _from_tuple_direct(source, key)
+        if direct is not None or saver is None:
+            return direct or []
+        history = await saver.aget_delta_channel_history(config=source.config, channels=[key])
+        return _replay(history[key])
+    return _from_plain(source, key)
+
+
+def _from_plain(source: Any, key: str) -> list[BaseMessage]:
+    if isinstance(source, StateSnapshot):
+        return _as_messages(source.values.get(key) if isinstance(source.values, Mapping) else None, where="values")
+    if isinstance(source, Mapping):
+        if "channel_values" in source and isinstance(source["channel_values"], Mapping):
+            return _as_messages(source["channel_values"].get(key), where=f"channel_values[{key!r}]")
+        if key in source:
+            return _as_messages(source[key], where=f"state[{key!r}]")
+        raise UserError(
+            f"The state dict has no {key!r} key (keys: {sorted(map(str, source))!r}). "
+            "Pass key='<your messages key>' or the graph state that holds the messages."
+        )
+    return _as_messages(source, where="source")
+
+
+def _summary_prompt(
+    messages: Sequence[BaseMessage], previous_summary: str | None, max_tool_result_chars: int | None
+) -> str:
+    transcript = format_checkpoint_messages_for_llm(list(messages), max_tool_result_chars=max_tool_result_chars)
+    parts = []
+    if previous_summary and previous_summary.strip():
+        parts.append(f"Previous summary:\n{previous_summary.strip()}")
+    parts.append(f"New messages:\n{transcript}" if transcript else "New messages: (none)")
+    return "\n\n".join(parts)
+
+
+def _check_summarizer_args(
+    messages: Any, previous_summary: Any, max_words: Any, max_tool_result_chars: Any
+) -> Sequence[BaseMessage]:
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise UserError(f"chat_summarizer needs a sequence of messages, got {_short_repr(messages)}. Pass a list.")
+    items = _as_messages(list(messages), where="messages")
+    if previous_summary is not None and not isinstance(previous_summary, str):
+        raise UserError(f"previous_summary must be a str or None, got {_short_repr(previous_summary)}.")
+    if not items and not (previous_summary or "").strip():
+        raise UserError("chat_summarizer got no messages and no previous summary. Pass the messages to summarize.")
+    _check_positive(max_words, argument="max_words", fix="Pass e.g. 300.")
+    _check_optional_positive(max_tool_result_chars, argument="max_tool_result_chars")
+    return items
+
+
+def chat_summarizer(
+    messages: Sequence[BaseMessage],
+    *,
+    llm: BaseChatModel | None = None,
+    previous_summary: str | None = None,
+    max_words: int = 300,
+    max_tool_result_chars: int | None = 3000,
+) -> str:
+    """Fold a conversation (and the previous rolling summary) into one rolling summary.
+
+    The messages are rendered with `format_checkpoint_messages_for_llm` (tool results cut to
+    ``max_tool_result_chars``) and summarized by `ai_utils.summarize`, which enforces ``max_words``
+    (one retry, then a hard cut) and retries an empty reply once. `SmartCheckpointSaver` calls this.
+
+    Example:
+        ```python
+        from langchain_core.messages import AIMessage, HumanMessage
+
+        from ai_utils.memory import chat_summarizer
+        from ai_utils.testing import static_model
+
+        summary = chat_summarizer(
+            [HumanMessage("Ich heisse Max."), AIMessage("Hallo Max!")],
+            previous_summary="Max wants to plan a trip to Rome.",
+            llm=static_model("Max (the user) plans a trip to Rome."),
+        )
+        ```
+
+    Args:
+        messages: the messages to fold in, oldest first.
+        llm: the chat model; defaults to `ai_utils.get_llm()` (created on each call).
+        previous_summary: the rolling summary so far, merged into the new one.
+        max_words: the most words the summary may have.
+        max_tool_result_chars: cut each tool result to this many characters in the prompt; None keeps them.
+
+    Returns:
+        The new summary text.
+
+    Raises:
+        UserError: bad arguments, or neither messages nor a previous summary.
+        ModelOutputError: the model replied with empty text twice.
+    """
+    from ai_utils.magic import summarize
+
+    items = _check_summarizer_args(messages, previous_summary, max_words, max_tool_result_chars)
+    prompt = _summary_prompt(items, previous_summary, max_tool_result_chars)
+    return summarize(prompt, focus=_SUMMARY_FOCUS, max_words=max_words, llm=llm)
+
+
+async def achat_summarizer(
+    messages: Sequence[BaseMessage],
+    *,
+    llm: BaseChatModel | None = None,
+    previous_summary: str | None = None,
+    max_words: int = 300,
+    max_tool_result_chars: int | None = 3000,
+) -> str:
+    """Async twin of `chat_summarizer`."""
+    from ai_utils.magic import asummarize
+
+    items = _check_summarizer_args(messages, previous_summary, max_words, max_tool_result_chars)
+    prompt = _summary_prompt(items, previous_summary, max_tool_result_chars)
+    return await asummarize(prompt, focus=_SUMMARY_FOCUS, max_words=max_words, llm=llm)

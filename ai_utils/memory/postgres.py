@@ -1,0 +1,183 @@
+"""Postgres checkpoints for several processes or machines (extra ``postgres``)."""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import Any, Self
+
+from ai_utils._optional import missing_extra
+from ai_utils.exceptions import UserError
+from ai_utils.memory._threaded import ThreadedAsyncSaver
+
+try:
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg.rows import DictRow, dict_row
+    from psycopg_pool import ConnectionPool, PoolTimeout
+except ImportError as _import_error:
+    raise missing_extra(
+        "langgraph-checkpoint-postgres", extra="postgres", feature="postgres_saver()"
+    ) from _import_error
+
+__all__ = ["PostgresCheckpointSaver", "postgres_saver"]
+
+# Serialises concurrent setup() (schema migrations) across processes sharing one database.
+_SETUP_LOCK_KEY = 0x61695F6D656D  # "ai_mem"
+_CONNECT_KWARGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+
+
+def _where(params: dict[str, Any]) -> str:
+    """Name the server without the password, for error messages and repr."""
+    host = params.get("host") or "localhost"
+    port = params.get("port") or "5432"
+    return f"{params.get('user') or '?'}@{host}:{port}/{params.get('dbname') or '?'}"
+
+
+def _check_conn_string(conn_string: Any) -> dict[str, Any]:
+    if not isinstance(conn_string, str) or not conn_string.strip():
+        raise UserError(
+            f"postgres_saver(conn_string) needs a libpq connection string, got {type(conn_string).__name__}. "
+            "Pass e.g. 'postgresql://user:password@localhost:5432/app'."
+        )
+    try:
+        return conninfo_to_dict(conn_string)
+    except psycopg.ProgrammingError:
+        raise UserError(
+            "postgres_saver(conn_string) could not parse the connection string (not shown: it may hold a "
+            "password). Pass e.g. 'postgresql://user:password@localhost:5432/app'."
+        ) from None
+
+
+def _check_size(value: Any, argument: str, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UserError(f"postgres_saver({argument}=...) must be an int >= {minimum}, got {value!r}.")
+
+
+class PostgresCheckpointSaver(ThreadedAsyncSaver, PostgresSaver):
+    """LangGraph's ``PostgresSaver`` on a connection pool, usable from sync and async runs.
+
+    The sync methods are ``PostgresSaver``'s, over a ``psycopg_pool.ConnectionPool`` that replaces
+    broken connections (a restarted server is picked up again). The async methods run those same
+    methods in a worker thread instead of using ``AsyncPostgresSaver``, whose pool is tied to the
+    event loop that opened it, so one saver object serves ``invoke`` and ``ainvoke`` in any loop.
+    ``prune`` / ``aprune`` are available too.
+
+    The schema is created or migrated once, in the constructor, under a Postgres advisory lock so
+    several processes may start at the same time. Build it with `postgres_saver`; release the pool
+    with ``close()`` or use it as a context manager.
+    """
+
+    def __init__(self, conn_string: str, *, min_size: int = 1, max_size: int = 4, timeout: float = 10.0) -> None:
+        """Connect to ``conn_string`` and set up the schema; see `postgres_saver`."""
+        params = _check_conn_string(conn_string)
+        _check_size(min_size, "min_size", 0)
+        _check_size(max_size, "max_size", max(min_size, 1))
+        self._where = _where(params)
+        self._setup_schema(conn_string, timeout)
+        pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
+            conn_string,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs=_CONNECT_KWARGS,
+            check=ConnectionPool.check_connection,
+            open=False,
+            timeout=timeout,
+        )
+        try:
+            pool.open(wait=True, timeout=timeout)
+        except PoolTimeout:
+            pool.close()
+            raise self._unreachable(None) from None
+        super().__init__(pool)
+        self.pool = pool
+
+    def _unreachable(self, error: Exception | None) -> UserError:
+        reason = f" ({type(error).__name__})" if error is not None else ""
+        return UserError(
+            f"postgres_saver could not connect to {self._where}{reason}. "
+            "Check that the server runs and the connection string (user, password, database) is right."
+        )
+
+    def _setup_schema(self, conn_string: str, timeout: float) -> None:
+        try:
+            conn = psycopg.Connection.connect(conn_string, connect_timeout=max(int(timeout), 1), **_CONNECT_KWARGS)
+        except psycopg.OperationalError as error:
+            raise self._unreachable(error) from None
+        with conn:
+            # Poll instead of pg_advisory_lock(): a session blocked inside that statement holds a snapshot,
+            # and the migrations' CREATE INDEX CONCURRENTLY waits for it -> deadlock.
+            deadline = time.monotonic() + timeout
+            while not self._try_lock(conn):
+                if time.monotonic() > deadline:
+                    raise UserError(
+                        f"postgres_saver waited too long for another process to finish setting up {self._where}. "
+                        "Retry, or check for a stuck process holding the setup lock."
+                    )
+                time.sleep(0.05)
+            try:
+                PostgresSaver(conn).setup()
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
+
+    @staticmethod
+    def _try_lock(conn: psycopg.Connection[DictRow]) -> bool:
+        row = conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (_SETUP_LOCK_KEY,)).fetchone()
+        return bool(row and row["ok"])
+
+    async def aprune(self, thread_ids: Any, *, strategy: str = "keep_latest") -> None:
+        """Async twin of ``prune`` (runs in a worker thread)."""
+        import anyio.to_thread
+
+        await anyio.to_thread.run_sync(lambda: self.prune(thread_ids, strategy=strategy))
+
+    def close(self) -> None:
+        """Close the connection pool. The saver cannot be used afterwards."""
+        self.pool.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresCheckpointSaver({self._where})"
+
+
+def postgres_saver(conn_string: str, *, min_size: int = 1, max_size: int = 4) -> PostgresCheckpointSaver:
+    """Connect a Postgres checkpoint saver and create its tables if needed.
+
+    The returned saver works for sync (``invoke``/``stream``) and async (``ainvoke``/``astream``) runs
+    alike; see `PostgresCheckpointSaver` for how. Errors never show the password.
+
+    Durability: run graphs with ``durability="sync"`` when a crash must not lose a step: each step's
+    checkpoint is committed before the next one starts, so after a ``kill -9`` a new process resumes
+    with ``graph.invoke(None, config)`` at the interrupted step. LangGraph's default ``"async"`` may
+    lose (and re-run) the last step.
+
+    Example:
+        ```python
+        from ai_utils.memory import postgres_saver
+
+        with postgres_saver("postgresql://app:secret@db:5432/app") as saver:
+            agent = create_agent(model=llm, tools=tools, checkpointer=saver)
+            await agent.ainvoke({"messages": [("user", "Hi")]}, config, durability="sync")
+        ```
+
+    Args:
+        conn_string: a libpq URI or ``key=value`` string.
+        min_size: connections the pool keeps open.
+        max_size: the most connections the pool opens.
+
+    Returns:
+        The connected saver.
+
+    Raises:
+        UserError: the connection string is not a string or cannot be parsed, a pool size is wrong, or
+            the server cannot be reached.
+    """
+    return PostgresCheckpointSaver(conn_string, min_size=min_size, max_size=max_size)

@@ -1,0 +1,442 @@
+"""Checkpoints in Supabase over PostgREST (extra ``supabase``)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from importlib import resources
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    PendingWrite,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from ai_utils._optional import missing_extra
+from ai_utils.exceptions import AiUtilsError, UserError
+from ai_utils.memory._threaded import ThreadedAsyncSaver
+
+try:
+    from postgrest import APIError
+    from postgrest.types import ReturnMethod
+    from supabase import AsyncClient, Client
+except ImportError as _import_error:
+    raise missing_extra("supabase", extra="supabase", feature="SupabaseCheckpointSaver") from _import_error
+
+__all__ = ["SupabaseCheckpointError", "SupabaseCheckpointSaver", "supabase_checkpoints_sql"]
+
+Rows = list[dict[str, Any]]
+Ids = list[str]
+_TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,50}$")
+_CHECKPOINT_COLUMNS = (
+    "thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,checkpoint_type,checkpoint_data,metadata"
+)
+_WRITE_COLUMNS = "checkpoint_id,task_id,task_path,idx,channel,value_type,value_data"
+# Keeps `in.(...)` query strings well below URL length limits.
+_IDS_PER_QUERY = 100
+_MISSING_TABLE_CODES = {"42P01", "PGRST205", "PGRST204", "42703"}
+
+
+class SupabaseCheckpointError(AiUtilsError):
+    """Supabase (PostgREST) refused a checkpoint read or write.
+
+    Attributes:
+        code: the PostgREST / Postgres error code, e.g. ``"42501"`` (permission denied).
+    """
+
+    def __init__(self, message: str, *, code: str | None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _check_table(table: Any) -> str:
+    if not isinstance(table, str) or not _TABLE_NAME.match(table):
+        raise UserError(
+            f"table must be a lowercase SQL identifier (letters, digits, _; at most 51 chars), got {table!r}. "
+            "Pass e.g. table='checkpoints'."
+        )
+    return table
+
+
+def supabase_checkpoints_sql(table: str = "checkpoints") -> str:
+    """Return the SQL that creates the tables `SupabaseCheckpointSaver` needs.
+
+    The shipped file ``ai_utils/memory/supabase_checkpoints.sql`` creates ``checkpoints`` and
+    ``checkpoints_writes``; for another ``table`` every object is renamed (``<table>``,
+    ``<table>_writes``). Row level security is enabled without policies, so only the service role
+    can read conversations. Run it once in the Supabase SQL editor or with psql.
+
+    Args:
+        table: the checkpoint table name.
+
+    Returns:
+        The SQL script.
+
+    Raises:
+        UserError: ``table`` is not a plain lowercase identifier.
+    """
+    name = _check_table(table)
+    sql = resources.files("ai_utils.memory").joinpath("supabase_checkpoints.sql").read_text(encoding="utf-8")
+    return re.sub(r"\bcheckpoints(?=\b|_)", name, sql)
+
+
+def _encode(typed: tuple[str, bytes]) -> tuple[str, str]:
+    return typed[0], base64.b64encode(typed[1]).decode("ascii")
+
+
+def _decode(kind: str, data: str) -> tuple[str, bytes]:
+    return kind, base64.b64decode(data)
+
+
+def _json_safe(value: Any) -> Any:
+    """Metadata as JSON Postgres accepts (jsonb rejects NUL characters)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "")
+    if isinstance(value, dict):
+        return {str(k).replace("\x00", ""): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return json.loads(json.dumps(value, default=str))
+
+
+def _write_key(item: tuple[str, str, int, str, Any]) -> tuple[str, str, int]:
+    return item[0], item[1], item[2]
+
+
+def _configurable(config: RunnableConfig) -> dict[str, Any]:
+    return dict(config.get("configurable") or {})
+
+
+def _thread_config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}}
+
+
+class SupabaseCheckpointSaver(ThreadedAsyncSaver):
+    """A LangGraph checkpoint saver that stores threads in Supabase tables over PostgREST.
+
+    Create the tables once with the SQL from `supabase_checkpoints_sql` (shipped as
+    ``ai_utils/memory/supabase_checkpoints.sql``), then pass a supabase-py client created with the
+    **service role** key (the tables are not readable with the anon key)::
+
+        from supabase import create_client
+
+        from ai_utils.memory import SupabaseCheckpointSaver
+
+        saver = SupabaseCheckpointSaver(create_client(url, service_role_key))
+        agent = create_agent(model=llm, tools=tools, checkpointer=saver)
+
+    Checkpoints and writes are serialised with the saver's ``serde`` (LangGraph's JsonPlus
+    serializer by default) and stored base64-encoded; metadata is stored as JSON, so ``list(filter=...)``
+    runs in the database. Every write is an upsert keyed by ``(thread_id, checkpoint_ns,
+    checkpoint_id)`` and ``(..., task_id, idx)``, so concurrent writers to one thread never overwrite
+    each other's checkpoints. The async methods run the sync ones in worker threads. Use the default
+    ``table`` name only when ``postgres_saver`` does not share the schema (it owns a ``checkpoints``
+    table too).
+
+    Args:
+        client: a ``supabase.Client`` (``create_client(url, key)``) or a postgrest ``SyncPostgrestClient``.
+        table: the checkpoint table; writes live in ``<table>_writes``.
+        serde: the serializer; defaults to LangGraph's.
+        page_size: rows per request when listing (Supabase returns at most 1000 rows per request).
+
+    Raises:
+        UserError: ``client`` is not a supabase client, ``table`` is not a plain identifier, or ``page_size``
+            is out of range.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        table: str = "checkpoints",
+        serde: SerializerProtocol | None = None,
+        page_size: int = 500,
+    ) -> None:
+        if not callable(getattr(client, "table", None)) or isinstance(client, type):
+            raise UserError(
+                f"SupabaseCheckpointSaver needs a supabase client, got {type(client).__name__}. "
+                "Pass create_client(SUPABASE_URL, SUPABASE_SERVICE_ROLE_KEY)."
+            )
+        if isinstance(client, AsyncClient):
+            raise UserError(
+                "SupabaseCheckpointSaver needs the sync supabase client (create_client), got an AsyncClient; "
+                "its async methods already run without blocking the event loop."
+            )
+        super().__init__(serde=serde)
+        self.client = client
+        self.table = _check_table(table)
+        self.writes_table = f"{self.table}_writes"
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= 1000:
+            raise UserError(f"page_size must be an int from 1 to 1000, got {page_size!r}. Keep the default 500.")
+        self.page_size = page_size
+
+    def __repr__(self) -> str:
+        return f"SupabaseCheckpointSaver(table={self.table!r})"
+
+    def _run(self, query: Any, what: str) -> list[dict[str, Any]]:
+        try:
+            response = query.execute()
+        except APIError as error:
+            raise self._error(error, what) from None
+        return cast("list[dict[str, Any]]", response.data or [])
+
+    def _error(self, error: APIError, what: str) -> AiUtilsError:
+        if error.code in _MISSING_TABLE_CODES:
+            return UserError(
+                f"SupabaseCheckpointSaver could not {what}: {error.message} (code {error.code}). Create the "
+                f"tables with the SQL from ai_utils.memory.supabase.supabase_checkpoints_sql({self.table!r})."
+            )
+        hint = " Use the service role key, not the anon key." if error.code == "42501" else ""
+        if error.code is None and error.message is None:
+            # PostgREST answers some requests with a bare `{}` body, e.g. while it reloads its schema cache.
+            return SupabaseCheckpointError(
+                f"SupabaseCheckpointSaver could not {what}: PostgREST answered with an error but no details. "
+                "Retry; if it persists, check the Supabase project's API logs.",
+                code=None,
+            )
+        return SupabaseCheckpointError(
+            f"SupabaseCheckpointSaver could not {what}: {error.message} (code {error.code}).{hint}", code=error.code
+        )
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Return the checkpoint ``config`` names, or the thread's latest one without a ``checkpoint_id``."""
+        conf = _configurable(config)
+        query = (
+            self.client.table(self.table)
+            .select(_CHECKPOINT_COLUMNS)
+            .eq("thread_id", str(conf["thread_id"]))
+            .eq("checkpoint_ns", conf.get("checkpoint_ns") or "")
+        )
+        if checkpoint_id := get_checkpoint_id(config):
+            query = query.eq("checkpoint_id", checkpoint_id)
+        else:
+            query = query.order("checkpoint_id", desc=True).limit(1)
+        rows = self._run(query, "read a checkpoint")
+        if not rows:
+            return None
+        writes = self._pending_writes(rows[0]["thread_id"], rows[0]["checkpoint_ns"], [rows[0]["checkpoint_id"]])
+        return self._tuple(rows[0], writes)
+
+    def _tuple(self, row: dict[str, Any], writes: dict[str, list[PendingWrite]]) -> CheckpointTuple:
+        thread_id, ns, checkpoint_id = row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"]
+        parent = row.get("parent_checkpoint_id")
+        return CheckpointTuple(
+            config=_thread_config(thread_id, ns, checkpoint_id),
+            checkpoint=self.serde.loads_typed(_decode(row["checkpoint_type"], row["checkpoint_data"])),
+            metadata=cast("CheckpointMetadata", row.get("metadata") or {}),
+            parent_config=_thread_config(thread_id, ns, parent) if parent else None,
+            pending_writes=writes.get(checkpoint_id, []),
+        )
+
+    def _pending_writes(self, thread_id: str, ns: str, checkpoint_ids: Sequence[str]) -> dict[str, list[PendingWrite]]:
+        rows: list[dict[str, Any]] = []
+        for start in range(0, len(checkpoint_ids), _IDS_PER_QUERY):
+            chunk = checkpoint_ids[start : start + _IDS_PER_QUERY]
+            offset = 0
+            while True:
+                query = (
+                    self.client.table(self.writes_table)
+                    .select(_WRITE_COLUMNS)
+                    .eq("thread_id", thread_id)
+                    .eq("checkpoint_ns", ns)
+                    .in_("checkpoint_id", chunk)
+                    .order("checkpoint_id")
+                    .order("task_path")
+                    .order("task_id")
+                    .order("idx")
+                    .range(offset, offset + self.page_size - 1)
+                )
+                page = self._run(query, "read pending writes")
+                rows.extend(page)
+                if len(page) < self.page_size:
+                    break
+                offset += self.page_size
+        result: dict[str, list[tuple[str, str, int, str, Any]]] = {}
+        for row in rows:
+            value = self.serde.loads_typed(_decode(row["value_type"], row["value_data"]))
+            entry = (row["task_path"], row["task_id"], row["idx"], row["channel"], value)
+            result.setdefault(row["checkpoint_id"], []).append(entry)
+        # LangGraph replays a step's writes in writes_sort_key order: (task_path, task_id, idx).
+        return {
+            checkpoint_id: [
+                (task_id, channel, value) for _p, task_id, _i, channel, value in sorted(items, key=_write_key)
+            ]
+            for checkpoint_id, items in result.items()
+        }
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """List checkpoints newest first, optionally of one thread, matching ``filter``, before ``before``."""
+        remaining = limit
+        offset = 0
+        while remaining is None or remaining > 0:
+            size = self.page_size if remaining is None else min(self.page_size, remaining)
+            query = self.client.table(self.table).select(_CHECKPOINT_COLUMNS)
+            if config is not None:
+                conf = _configurable(config)
+                query = query.eq("thread_id", str(conf["thread_id"]))
+                if conf.get("checkpoint_ns") is not None:
+                    query = query.eq("checkpoint_ns", conf["checkpoint_ns"])
+                if checkpoint_id := get_checkpoint_id(config):
+                    query = query.eq("checkpoint_id", checkpoint_id)
+            if filter:
+                query = query.contains("metadata", _json_safe(filter))
+            if before is not None and (before_id := get_checkpoint_id(before)):
+                query = query.lt("checkpoint_id", before_id)
+            query = query.order("checkpoint_id", desc=True).order("thread_id").order("checkpoint_ns")
+            rows = self._run(query.range(offset, offset + size - 1), "list checkpoints")
+            yield from self._tuples(rows)
+            if len(rows) < size:
+                return
+            offset += size
+            if remaining is not None:
+                remaining -= size
+
+    def _tuples(self, rows: Rows) -> Iterator[CheckpointTuple]:
+        groups: dict[tuple[str, str], Ids] = {}
+        for row in rows:
+            groups.setdefault((row["thread_id"], row["checkpoint_ns"]), []).append(row["checkpoint_id"])
+        writes = {key: self._pending_writes(key[0], key[1], ids) for key, ids in groups.items()}
+        for row in rows:
+            yield self._tuple(row, writes[(row["thread_id"], row["checkpoint_ns"])])
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store ``checkpoint`` (an upsert, so a retried put is harmless) and return its config."""
+        conf = _configurable(config)
+        thread_id = str(conf["thread_id"])
+        ns = conf.get("checkpoint_ns") or ""
+        kind, data = _encode(self.serde.dumps_typed(checkpoint))
+        row = {
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint["id"],
+            "parent_checkpoint_id": conf.get("checkpoint_id"),
+            "checkpoint_type": kind,
+            "checkpoint_data": data,
+            "metadata": _json_safe(get_serializable_checkpoint_metadata(config, metadata)),
+        }
+        query = self.client.table(self.table).upsert(
+            row, on_conflict="thread_id,checkpoint_ns,checkpoint_id", returning=ReturnMethod.minimal
+        )
+        self._run(query, "store a checkpoint")
+        return _thread_config(thread_id, ns, checkpoint["id"])
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's intermediate writes for the checkpoint ``config`` names.
+
+        Regular writes keep the first stored value for a ``(task_id, idx)`` (as LangGraph's own savers
+        do); special writes (errors, interrupts) replace it.
+        """
+        if not writes:
+            return
+        conf = _configurable(config)
+        rows = []
+        for index, (channel, value) in enumerate(writes):
+            kind, data = _encode(self.serde.dumps_typed(value))
+            rows.append(
+                {
+                    "thread_id": str(conf["thread_id"]),
+                    "checkpoint_ns": conf.get("checkpoint_ns") or "",
+                    "checkpoint_id": conf["checkpoint_id"],
+                    "task_id": task_id,
+                    "task_path": task_path,
+                    "idx": WRITES_IDX_MAP.get(channel, index),
+                    "channel": channel,
+                    "value_type": kind,
+                    "value_data": data,
+                }
+            )
+        replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+        query = self.client.table(self.writes_table).upsert(
+            rows,
+            on_conflict="thread_id,checkpoint_ns,checkpoint_id,task_id,idx",
+            ignore_duplicates=not replace,
+            returning=ReturnMethod.minimal,
+        )
+        self._run(query, "store pending writes")
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint and write of ``thread_id``."""
+        for table in (self.writes_table, self.table):
+            query = self.client.table(table).delete(returning=ReturnMethod.minimal).eq("thread_id", str(thread_id))
+            self._run(query, "delete a thread")
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Walk the parent chain of ``config``'s checkpoint collecting writes of ``channels`` (delta channels).
+
+        Same result as LangGraph's default, which reads one ancestor per request; this reads the thread's
+        older checkpoints page by page (with their writes) and stops at the last channel's snapshot.
+        """
+        if not channels:
+            return {}
+        collected: dict[str, list[PendingWrite]] = {channel: [] for channel in channels}
+        seeds: dict[str, Any] = {}
+        remaining = set(channels)
+        target = self.get_tuple(config)
+        wanted = get_checkpoint_id(target.parent_config) if target and target.parent_config else None
+        if target is not None and wanted is not None:
+            thread = {"configurable": {k: target.config["configurable"][k] for k in ("thread_id", "checkpoint_ns")}}
+            for item in self.list(cast("RunnableConfig", thread), before=target.config):
+                if item.checkpoint["id"] != wanted:
+                    continue  # off the parent chain (a fork)
+                for write in reversed(item.pending_writes or []):
+                    if write[1] in remaining:
+                        collected[write[1]].append(write)
+                for channel in list(remaining):
+                    if channel in item.checkpoint["channel_values"]:
+                        seeds[channel] = item.checkpoint["channel_values"][channel]
+                        remaining.discard(channel)
+                wanted = get_checkpoint_id(item.parent_config) if item.parent_config else None
+                if wanted is None or not remaining:
+                    break
+        result: dict[str, DeltaChannelHistory] = {}
+        for channel in channels:
+            entry: DeltaChannelHistory = {"writes": collected[channel][::-1]}
+            if channel in seeds:
+                entry["seed"] = seeds[channel]
+            result[channel] = entry
+        return result
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Return a channel version greater than ``current`` (zero-padded counter + random suffix)."""
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(current.split(".")[0])
+        return f"{current_v + 1:032}.{random.random():016}"
