@@ -572,3 +572,28 @@ async def test_sync_and_async_turns_share_a_thread_over_the_sqlite_saver(schema:
     assert len(summarizer.prompts) >= 3
     assert [m.text for m in raw if isinstance(m, HumanMessage)] == [f"User message {n}" for n in range(1, 17)]
     _assert_verbatim_tail(conversation.inputs, raw, keep=4)
+
+
+def test_two_hundred_turns_through_ai_utils_agent_stay_in_budget_without_orphans() -> None:
+    from ai_utils import Agent
+
+    conversation, summarizer = Conversation(), Summarizer()
+    saver = SmartCheckpointSaver(
+        InMemorySaver(),
+        llm=FunctionChatModel(summarizer.reply),
+        max_tokens=1_500,
+        messages_before_summary=40,
+        keep_last_messages=4,
+    )
+    agent = Agent(llm=FunctionChatModel(conversation.reply), tools=[lookup], checkpointer=saver)
+
+    for _ in range(200):
+        agent.invoke(conversation.user()["messages"][0].text, thread_id="t1")
+
+    raw = saver.get_raw_history(_config())
+    assert conversation.violations == []
+    assert [m.text for m in raw if isinstance(m, HumanMessage)] == [f"User message {n}" for n in range(1, 201)]
+    bound = 1_500 + max(_turn_sizes(raw))
+    assert max(sum(estimate_tokens(m) for m in call) for call in conversation.inputs) <= bound
+    assert 20 <= len(summarizer.prompts) <= 60
+    _assert_verbatim_tail(conversation.inputs, raw, keep=4)
