@@ -10,8 +10,13 @@ AiUtilsError(Exception)              # root: `except ai_utils.AiUtilsError` catc
 │   │   └── JevResponseError         #     malformed reply body
 │   ├── JevTimeoutError              #   also a TimeoutError
 │   └── JevConnectionError           #   also a ConnectionError
+├── JevNoParamOptionsError / JevParamsError (also TypeError) / JevProposalChangedError   # JevToolCaller
+├── GatewayError                     # ai_utils.gateway: policy denial (.decisions), unknown feature
+│   └── AuditWriteError              #   audit_mode="required" and the sink failed
+├── FeedbackValidationError          # ai_utils.gateway (also ValueError)
 ├── MCPConnectionError               # ai_utils.tools: a server could not be reached or died; .server
-└── SupabaseCheckpointError          # ai_utils.memory.supabase; .code
+├── SupabaseCheckpointError          # ai_utils.memory.supabase; .code
+└── SupabaseVectorStoreError         # ai_utils.rag.supabase; .code, .written_ids
 ```
 
 Domain errors live next to their domain and are re-exported from `ai_utils`.

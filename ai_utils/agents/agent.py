@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain.agents import create_agent
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Durability
@@ -73,6 +75,8 @@ class Agent:
         should_break_early: ``(iteration) -> bool``, asked before each further model call.
         on_provider_error: ``(error, iteration)``, called when a model call fails (the error still propagates).
         max_iterations: at most this many model calls per run; the last one may not call tools.
+        callbacks: LangChain callback handlers for every run, e.g. ``[gateway.callback("support", actor=user)]``;
+            ``invoke``/``stream`` take more per call.
         context_schema: the type of ``context`` (a dataclass, TypedDict or pydantic model) that tools and
             middleware read via their runtime; ``context`` itself is never stored in checkpoints.
         durability: when checkpoints are written: ``"sync"`` (default: each step is stored before the next
@@ -102,6 +106,7 @@ class Agent:
         max_iterations: int | None = None,
         durability: Durability = "sync",
         context_schema: type[Any] | None = None,
+        callbacks: Sequence[BaseCallbackHandler] = (),
     ) -> None:
         if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
             raise UserError(f"`output` must be a pydantic model class, got {output!r}.")
@@ -122,6 +127,7 @@ class Agent:
         self.checkpointer = checkpointer
         self.durability = durability
         self.context_schema = context_schema
+        self.callbacks = list(callbacks)
         # LangGraph warns (and its sync loop breaks) when a durability is given without a checkpointer.
         self._durability: Durability | None = durability if checkpointer is not None else None
         self._tools = normalize_tools(tools)
@@ -178,6 +184,10 @@ class Agent:
             name=self.name,
         )
 
+    def _config(self, thread_id: str | None, callbacks: Sequence[BaseCallbackHandler]) -> RunnableConfig:
+        handlers = [*self.callbacks, *callbacks]
+        return run_config(thread_id, callbacks=handlers or None)
+
     def _check(self, input: Any, thread_id: str | None, decision: Any, decisions: Any) -> None:
         check_call(
             owner="Agent",
@@ -209,6 +219,7 @@ class Agent:
         context: Any = None,
         decision: Decision | None = None,
         decisions: Decisions | None = None,
+        callbacks: Sequence[BaseCallbackHandler] = (),
     ) -> RunResult:
         """Run one turn (or resume a paused one) to the end.
 
@@ -220,6 +231,7 @@ class Agent:
                 ``{"type": "reject", "message": ...}``, ``{"type": "edit", "args": {...}}``,
                 ``{"type": "respond", "message": ...}``.
             decisions: one answer per pending item (list in order, or mapping by item id).
+            callbacks: LangChain callback handlers for this run only (added to the agent's ``callbacks``).
 
         Returns:
             The answer text, the ``output`` model instance, or an interrupt chunk
@@ -233,7 +245,7 @@ class Agent:
                 ),
                 what="Agent.invoke with MCP servers",
             )
-        config = run_config(thread_id)
+        config = self._config(thread_id, callbacks)
         resuming = input is None
         graph_input = resume_input(self._graph, config, decision, decisions) if resuming else start_input(input)
         output = self._graph.invoke(graph_input, config, context=context, durability=self._durability, version="v2")
@@ -247,10 +259,11 @@ class Agent:
         context: Any = None,
         decision: Decision | None = None,
         decisions: Decisions | None = None,
+        callbacks: Sequence[BaseCallbackHandler] = (),
     ) -> RunResult:
         """Async twin of `invoke`."""
         self._check(input, thread_id, decision, decisions)
-        config = run_config(thread_id)
+        config = self._config(thread_id, callbacks)
         async with self._run_graph() as graph:
             if input is None:
                 graph_input: Any = await aresume_input(graph, config, decision, decisions)
@@ -274,6 +287,7 @@ class Agent:
         show_tool_calls: bool = False,
         show_reasoning: bool = False,
         show_subagents: bool = False,
+        callbacks: Sequence[BaseCallbackHandler] = (),
     ) -> Iterator[StreamChunk]:
         """Run one turn (or resume one) and yield its chunks as they come.
 
@@ -286,10 +300,10 @@ class Agent:
         )
         if self._graph is None:
             return iterate_sync(
-                lambda: self._astream(input, thread_id, context, decision, decisions, adapter),
+                lambda: self._astream(input, self._config(thread_id, callbacks), context, decision, decisions, adapter),
                 what="Agent.stream with MCP servers",
             )
-        config = run_config(thread_id)
+        config = self._config(thread_id, callbacks)
         graph_input = (
             start_input(input) if input is not None else resume_input(self._graph, config, decision, decisions)
         )
@@ -306,30 +320,36 @@ class Agent:
         show_tool_calls: bool = False,
         show_reasoning: bool = False,
         show_subagents: bool = False,
+        callbacks: Sequence[BaseCallbackHandler] = (),
     ) -> AsyncIterator[StreamChunk]:
         """Async twin of `stream`."""
         self._check(input, thread_id, decision, decisions)
         adapter = ChunkAdapter(
             show_tool_calls=show_tool_calls, show_reasoning=show_reasoning, show_subagents=show_subagents
         )
-        return self._astream(input, thread_id, context, decision, decisions, adapter)
+        return self._astream(input, self._config(thread_id, callbacks), context, decision, decisions, adapter)
 
     async def _astream(
         self,
         input: Any,
-        thread_id: str | None,
+        config: RunnableConfig,
         context: Any,
         decision: Decision | None,
         decisions: Decisions | None,
         adapter: ChunkAdapter,
     ) -> AsyncIterator[StreamChunk]:
-        config = run_config(thread_id)
         async with self._run_graph() as graph:
             if input is None:
                 graph_input: Any = await aresume_input(graph, config, decision, decisions)
             else:
                 graph_input = start_input(input)
-            async for chunk in astream_run(
-                graph, graph_input, config, adapter, context=context, durability=self._durability
-            ):
-                yield chunk
+            chunks = astream_run(graph, graph_input, config, adapter, context=context, durability=self._durability)
+            try:
+                async for chunk in chunks:
+                    yield chunk
+            finally:
+                # A consumer that stops early must stop the graph run now, before the MCP sessions close;
+                # left to the garbage collector, the run would go on in the background for a while.
+                aclose = getattr(chunks, "aclose", None)
+                if aclose is not None:
+                    await aclose()

@@ -13,7 +13,7 @@ value is written as it is and any other value as compact JSON. ``thread_id`` is 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from langchain_core.documents import Document
@@ -32,12 +32,13 @@ from ai_utils._structured import (
     structured_messages,
 )
 from ai_utils.exceptions import UserError
+from ai_utils.rag.documents import turn_to_docs
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langchain_core.vectorstores import VectorStore
 
-__all__ = ["Chain", "build_messages", "check_inputs", "render_inputs", "retrieval_query", "to_documents"]
+__all__ = ["Chain", "build_messages", "check_inputs", "render_inputs", "retrieval_query"]
 
 _IGNORED_INPUTS = frozenset({"thread_id"})
 
@@ -123,25 +124,6 @@ def build_messages(
     if output is not None:
         return structured_messages(system, human, output)
     return [SystemMessage(system), HumanMessage(human)] if system else [HumanMessage(human)]
-
-
-def to_documents(data: Any) -> list[Document]:
-    """Normalise strings, `Document`s and ``{page_content, metadata}`` mappings (or a list of them)."""
-    items: Iterable[Any] = [data] if isinstance(data, (str, Document, Mapping)) else data
-    documents = []
-    for item in items:
-        if isinstance(item, Document):
-            documents.append(item)
-        elif isinstance(item, str):
-            documents.append(Document(page_content=item))
-        elif isinstance(item, Mapping) and isinstance(item.get("page_content"), str):
-            documents.append(Document(page_content=item["page_content"], metadata=dict(item.get("metadata") or {})))
-        else:
-            raise UserError(
-                f"Cannot add {item!r} as context. "
-                "Pass strings, `Document`s or `{'page_content': str, 'metadata': {...}}` mappings."
-            )
-    return documents
 
 
 class Chain(Generic[OutputT]):
@@ -305,9 +287,9 @@ class Chain(Generic[OutputT]):
             UserError: the chain has no ``vector_store`` or an item has an unsupported type.
         """
         store = self._store()
-        return store.add_documents(to_documents(data))
+        return store.add_documents(turn_to_docs(data))
 
     async def aadd_context(self, data: Any) -> list[str]:
         """Async twin of `add_context`."""
         store = self._store()
-        return await store.aadd_documents(to_documents(data))
+        return await store.aadd_documents(turn_to_docs(data))

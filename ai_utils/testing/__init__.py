@@ -13,6 +13,7 @@ assert model.invoke("hi").content == "Hello!"
 
 from __future__ import annotations
 
+from ai_utils.testing.audit import MemoryAuditSink
 from ai_utils.testing.jev_server import FakeJevServer, JevAnswerFunction, RecordedJevRequest
 from ai_utils.testing.models import FakeChatModel, FunctionChatModel, sequence_model, static_model
 
@@ -21,6 +22,7 @@ __all__ = [
     "FakeJevServer",
     "FunctionChatModel",
     "JevAnswerFunction",
+    "MemoryAuditSink",
     "RecordedJevRequest",
     "sequence_model",
     "static_model",

@@ -1,0 +1,251 @@
+"""Audit rows and the sinks that store them.
+
+A sink is any object with ``write(entry)``; it may add ``async awrite(entry)``. Sinks here: `NoopAuditSink`,
+`MemoryAuditSink` (tests), `JsonlAuditSink`, `SqliteAuditSink` (embedded, durable) and, in
+`ai_utils.gateway.supabase_audit`, `SupabaseAuditSink`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = [
+    "AuditEntry",
+    "AuditSink",
+    "AuditStatus",
+    "JsonlAuditSink",
+    "MemoryAuditSink",
+    "NoopAuditSink",
+    "SqliteAuditSink",
+]
+
+AuditStatus = Literal["succeeded", "failed", "blocked"]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One model call, as stored by an audit sink.
+
+    Args:
+        request_id: the gateway request id (the LangChain run id of the model call).
+        feature: the routed feature.
+        provider: the route's provider.
+        model: the route's model.
+        status: ``"succeeded"``, ``"failed"`` or ``"blocked"`` (denied by policy; the provider was not called).
+        actor: the actor without secret-looking attributes, or ``None``.
+        tenant_id: the actor's tenant.
+        latency_ms: time from the call start to its end (0 for blocked calls).
+        usage: token counts (``input_tokens``, ``output_tokens``, ``total_tokens``) when reported.
+        tools_requested: names of the tools offered to the model.
+        tools_used: names of the tools the model called.
+        policy_decisions: every policy decision as ``{"rule", "allowed", "reason"}``.
+        request_hash: `hash_canonical` of feature, model, messages and tools.
+        request_summary: the messages, cut by `truncate_for_audit`.
+        response_summary: the reply text (reasoning left out), cut by `truncate_for_audit`.
+        error_type: `classify_llm_error` type for failed and blocked calls.
+        error_message: the error text.
+        parent_run_id: the enclosing LangChain run (e.g. the agent), if any.
+        metadata: the call's metadata.
+        created_at: when the row was made (the gateway clock).
+    """
+
+    request_id: str
+    feature: str
+    provider: str
+    model: str
+    status: AuditStatus
+    created_at: datetime
+    actor: dict[str, Any] | None = None
+    tenant_id: str | None = None
+    latency_ms: float = 0.0
+    usage: dict[str, Any] | None = None
+    tools_requested: list[str] = field(default_factory=list)
+    tools_used: list[str] = field(default_factory=list)
+    policy_decisions: list[dict[str, Any]] = field(default_factory=list)
+    request_hash: str | None = None
+    request_summary: str | None = None
+    response_summary: str | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    parent_run_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the row as a JSON-ready dict (``created_at`` as ISO 8601).
+
+        Returns:
+            Every field by name.
+        """
+        row = {f.name: getattr(self, f.name) for f in fields(self)}
+        row["created_at"] = self.created_at.isoformat()
+        return row
+
+
+FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(AuditEntry))
+_JSON_FIELDS = frozenset({"actor", "usage", "tools_requested", "tools_used", "policy_decisions", "metadata"})
+
+
+@runtime_checkable
+class AuditSink(Protocol):
+    """Where audit rows go. Raise on failure: the gateway reports it (and fails the call in required mode)."""
+
+    def write(self, entry: AuditEntry) -> None:
+        """Store one row.
+
+        Args:
+            entry: the row.
+        """
+
+
+class NoopAuditSink:
+    """Drop every row (the default; use it when rows are persisted elsewhere)."""
+
+    def write(self, entry: AuditEntry) -> None:
+        """Discard the row.
+
+        Args:
+            entry: the row.
+        """
+
+    async def awrite(self, entry: AuditEntry) -> None:
+        """Discard the row.
+
+        Args:
+            entry: the row.
+        """
+
+
+class MemoryAuditSink:
+    """Keep rows in memory, in write order, for tests (``.entries``)."""
+
+    def __init__(self) -> None:
+        self.entries: list[AuditEntry] = []
+
+    def write(self, entry: AuditEntry) -> None:
+        """Append the row to ``entries``.
+
+        Args:
+            entry: the row.
+        """
+        self.entries.append(entry)
+
+    async def awrite(self, entry: AuditEntry) -> None:
+        """Append the row to ``entries``.
+
+        Args:
+            entry: the row.
+        """
+        self.entries.append(entry)
+
+
+class JsonlAuditSink:
+    """Append rows as JSON lines to a file (created with its parent directories).
+
+    Args:
+        path: the file.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+
+    def write(self, entry: AuditEntry) -> None:
+        """Append the row as one line.
+
+        Args:
+            entry: the row.
+        """
+        line = json.dumps(entry.to_dict(), ensure_ascii=False, default=str) + "\n"
+        with self._lock, self.path.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+
+    def read(self) -> list[dict[str, Any]]:
+        """Read every stored row.
+
+        Returns:
+            The rows as dicts, oldest first.
+        """
+        if not self.path.exists():
+            return []
+        with self.path.open(encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+
+
+class SqliteAuditSink:
+    """Store rows in a SQLite table (WAL mode): the embedded durable sink.
+
+    JSON-valued fields (``actor``, ``usage``, ``tools_*``, ``policy_decisions``, ``metadata``) are stored as JSON
+    text. One connection is shared by all threads behind a lock.
+
+    Args:
+        path: the database file (created if missing) or ``":memory:"``.
+        table: the table name (a plain identifier).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, table: str = "llm_audit_log") -> None:
+        if not table.isidentifier():
+            from ai_utils.exceptions import UserError
+
+            raise UserError(f"Audit table name {table!r} is not a plain identifier. Use e.g. 'llm_audit_log'.")
+        self.path = str(path)
+        self.table = table
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        columns = ", ".join(
+            f"{name} TEXT PRIMARY KEY"
+            if name == "request_id"
+            else f"{name} {'REAL' if name == 'latency_ms' else 'TEXT'}"
+            for name in FIELD_NAMES
+        )
+        self._conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
+        self._insert = f"INSERT INTO {table} ({', '.join(FIELD_NAMES)}) VALUES ({', '.join('?' * len(FIELD_NAMES))})"
+
+    def write(self, entry: AuditEntry) -> None:
+        """Insert the row.
+
+        Args:
+            entry: the row.
+        """
+        row = entry.to_dict()
+        values = [json.dumps(row[n], default=str) if n in _JSON_FIELDS else row[n] for n in FIELD_NAMES]
+        with self._lock:
+            self._conn.execute(self._insert, values)
+
+    def read(self, *, request_id: str | None = None) -> list[dict[str, Any]]:
+        """Read stored rows, JSON fields decoded.
+
+        Args:
+            request_id: only this request's row.
+
+        Returns:
+            The rows as dicts, in insertion order.
+        """
+        query = f"SELECT {', '.join(FIELD_NAMES)} FROM {self.table}"
+        params: tuple[str, ...] = ()
+        if request_id is not None:
+            query += " WHERE request_id = ?"
+            params = (request_id,)
+        with self._lock:
+            rows = self._conn.execute(query + " ORDER BY rowid", params).fetchall()
+        return [
+            {
+                n: json.loads(v) if n in _JSON_FIELDS and v is not None else v
+                for n, v in zip(FIELD_NAMES, row, strict=True)
+            }
+            for row in rows
+        ]
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._conn.close()

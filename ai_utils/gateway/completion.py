@@ -1,0 +1,325 @@
+"""`Gateway.complete` / `Gateway.stream`: the seed's request/response API on top of the governed model.
+
+Stream chunks are the seed's ``LLMStreamChunk`` in snake_case: ``{"type": "text-delta", "text"}``,
+``{"type": "reasoning-delta", "text"}``, ``{"type": "tool-input-delta", "tool_call_id", "tool_name", "args_delta"}``,
+``{"type": "tool-input-complete", "tool_call_id", "tool_name", "input"}`` and ``{"type": "stop", "reason"}``.
+Reasoning never enters the assembled text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from typing_extensions import TypedDict
+
+from ai_utils.gateway.policy import PolicyDecision
+
+__all__ = [
+    "GatewayResponse",
+    "GatewayStream",
+    "ReasoningDelta",
+    "Stop",
+    "StreamChunk",
+    "StreamFinal",
+    "TextDelta",
+    "ToolInputComplete",
+    "ToolInputDelta",
+    "aconsume_stream",
+    "consume_stream",
+]
+
+
+class TextDelta(TypedDict):
+    """Visible reply text."""
+
+    type: Literal["text-delta"]
+    text: str
+
+
+class ReasoningDelta(TypedDict):
+    """Reasoning text (metadata only; never part of the assembled text)."""
+
+    type: Literal["reasoning-delta"]
+    text: str
+
+
+class ToolInputDelta(TypedDict):
+    """A piece of a tool call's JSON arguments."""
+
+    type: Literal["tool-input-delta"]
+    tool_call_id: str
+    tool_name: str
+    args_delta: str
+
+
+class ToolInputComplete(TypedDict):
+    """A finished tool call with parsed input."""
+
+    type: Literal["tool-input-complete"]
+    tool_call_id: str
+    tool_name: str
+    input: Any
+
+
+class Stop(TypedDict):
+    """The end of the reply."""
+
+    type: Literal["stop"]
+    reason: str | None
+
+
+StreamChunk: TypeAlias = TextDelta | ReasoningDelta | ToolInputDelta | ToolInputComplete | Stop
+
+
+@dataclass(frozen=True)
+class GatewayResponse:
+    """The result of `Gateway.complete`.
+
+    Args:
+        text: the visible reply text.
+        request_id: the gateway request id (audit row, events, feedback).
+        model_used: the route's model.
+        provider_used: the route's provider.
+        policy_decisions: every policy decision of the call.
+        tool_calls: ``[{"tool_call_id", "tool_name", "input"}]``.
+        stop_reason: the provider's finish reason, if reported.
+        usage: token counts, if reported.
+        message: the LangChain `AIMessage`.
+    """
+
+    text: str
+    request_id: str
+    model_used: str
+    provider_used: str
+    policy_decisions: list[PolicyDecision]
+    tool_calls: list[dict[str, Any]]
+    stop_reason: str | None
+    usage: dict[str, Any] | None
+    message: AIMessage
+
+
+@dataclass
+class StreamFinal:
+    """What `consume_stream` assembles.
+
+    Args:
+        text: the text deltas joined (no reasoning).
+        reasoning_text: the reasoning deltas joined, or ``None``.
+        tool_calls: ``[{"tool_call_id", "tool_name", "input"}]``.
+        stop_reason: the stop chunk's reason.
+    """
+
+    text: str = ""
+    reasoning_text: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    stop_reason: str | None = None
+
+    def add(self, chunk: StreamChunk) -> None:
+        """Fold one chunk in.
+
+        Args:
+            chunk: the chunk.
+        """
+        if chunk["type"] == "text-delta":
+            self.text += chunk["text"]
+        elif chunk["type"] == "reasoning-delta":
+            self.reasoning_text = (self.reasoning_text or "") + chunk["text"]
+        elif chunk["type"] == "tool-input-complete":
+            self.tool_calls.append(
+                {"tool_call_id": chunk["tool_call_id"], "tool_name": chunk["tool_name"], "input": chunk["input"]}
+            )
+        elif chunk["type"] == "stop":
+            self.stop_reason = chunk["reason"]
+
+
+def consume_stream(chunks: Iterable[StreamChunk]) -> StreamFinal:
+    """Drain a chunk stream into its assembled form.
+
+    Args:
+        chunks: stream chunks.
+
+    Returns:
+        The `StreamFinal`.
+    """
+    final = StreamFinal()
+    for chunk in chunks:
+        final.add(chunk)
+    return final
+
+
+async def aconsume_stream(chunks: AsyncIterable[StreamChunk]) -> StreamFinal:
+    """Async `consume_stream`.
+
+    Args:
+        chunks: stream chunks.
+
+    Returns:
+        The `StreamFinal`.
+    """
+    final = StreamFinal()
+    async for chunk in chunks:
+        final.add(chunk)
+    return final
+
+
+class _Translator:
+    """Turn LangChain message chunks into seed stream chunks."""
+
+    def __init__(self) -> None:
+        self.merged: AIMessageChunk | None = None
+        self.calls: dict[int, tuple[str, str]] = {}
+
+    def feed(self, chunk: BaseMessage) -> list[StreamChunk]:
+        out: list[StreamChunk] = []
+        if not isinstance(chunk, AIMessageChunk):
+            return out
+        self.merged = chunk if self.merged is None else self.merged + chunk
+        for block in chunk.content_blocks:
+            if block["type"] == "reasoning" and (reasoning := block.get("reasoning")):
+                out.append({"type": "reasoning-delta", "text": str(reasoning)})
+        if text := chunk.text:
+            out.append({"type": "text-delta", "text": text})
+        for part in chunk.tool_call_chunks:
+            index = part.get("index") or 0
+            known = self.calls.get(index, ("", ""))
+            call_id, name = part.get("id") or known[0], part.get("name") or known[1]
+            self.calls[index] = (call_id, name)
+            if part.get("args"):
+                out.append(
+                    {
+                        "type": "tool-input-delta",
+                        "tool_call_id": call_id,
+                        "tool_name": name,
+                        "args_delta": part["args"] or "",
+                    }
+                )
+        return out
+
+    def finish(self) -> list[StreamChunk]:
+        out: list[StreamChunk] = []
+        merged = self.merged
+        if merged is not None:
+            for call in merged.tool_calls:
+                out.append(
+                    {
+                        "type": "tool-input-complete",
+                        "tool_call_id": call.get("id") or "",
+                        "tool_name": call["name"],
+                        "input": call["args"],
+                    }
+                )
+        reason = merged.response_metadata.get("finish_reason") if merged is not None else None
+        out.append({"type": "stop", "reason": reason})
+        return out
+
+
+def translate(source: Iterator[BaseMessage]) -> Iterator[StreamChunk]:
+    """Translate a model's ``stream`` into stream chunks.
+
+    Args:
+        source: the model's chunk iterator.
+
+    Yields:
+        Stream chunks, ending with ``stop``.
+    """
+    translator = _Translator()
+    for chunk in source:
+        yield from translator.feed(chunk)
+    yield from translator.finish()
+
+
+async def atranslate(source: AsyncIterator[BaseMessage]) -> AsyncIterator[StreamChunk]:
+    """Translate a model's ``astream`` into stream chunks.
+
+    Args:
+        source: the model's async chunk iterator.
+
+    Yields:
+        Stream chunks, ending with ``stop``.
+    """
+    translator = _Translator()
+    async for chunk in source:
+        for item in translator.feed(chunk):
+            yield item
+    for item in translator.finish():
+        yield item
+
+
+@dataclass
+class GatewayStream:
+    """The result of `Gateway.stream`: iterate it (sync or async) for chunks.
+
+    The policy runs when iteration starts: a denial raises `GatewayError` then, before the provider call. The
+    audit row is written once, after ``stop``.
+
+    Args:
+        request_id: known before the first chunk (announce it to clients early).
+        model_used: the route's model.
+        provider_used: the route's provider.
+        chunks: a sync or async iterator of chunks.
+    """
+
+    request_id: str
+    model_used: str
+    provider_used: str
+    chunks: Iterator[StreamChunk] | AsyncIterator[StreamChunk]
+
+    def __iter__(self) -> Iterator[StreamChunk]:
+        """Iterate a stream made by `Gateway.stream`.
+
+        Returns:
+            The chunk iterator.
+
+        Raises:
+            TypeError: this stream came from `Gateway.astream`; use ``async for``.
+        """
+        if not isinstance(self.chunks, Iterator):
+            raise TypeError("This stream came from Gateway.astream; iterate it with `async for`.")
+        return self.chunks
+
+    def __aiter__(self) -> AsyncIterator[StreamChunk]:
+        """Iterate a stream made by `Gateway.astream`.
+
+        Returns:
+            The async chunk iterator.
+
+        Raises:
+            TypeError: this stream came from `Gateway.stream`; use ``for``.
+        """
+        if not isinstance(self.chunks, AsyncIterator):
+            raise TypeError("This stream came from Gateway.stream; iterate it with `for`.")
+        return self.chunks
+
+
+def response_from(
+    message: BaseMessage, request_id: str, model: str, provider: str, decisions: Sequence[PolicyDecision]
+) -> GatewayResponse:
+    """Build a `GatewayResponse` from the governed model's reply.
+
+    Args:
+        message: the reply.
+        request_id: the request id.
+        model: the route's model.
+        provider: the route's provider.
+        decisions: the call's policy decisions.
+
+    Returns:
+        The response.
+    """
+    ai = message if isinstance(message, AIMessage) else AIMessage(content=message.content)
+    return GatewayResponse(
+        text=ai.text,
+        request_id=request_id,
+        model_used=model,
+        provider_used=provider,
+        policy_decisions=list(decisions),
+        tool_calls=[
+            {"tool_call_id": c.get("id") or "", "tool_name": c["name"], "input": c["args"]} for c in ai.tool_calls
+        ],
+        stop_reason=ai.response_metadata.get("finish_reason"),
+        usage=dict(ai.usage_metadata) if ai.usage_metadata else None,
+        message=ai,
+    )
