@@ -83,17 +83,13 @@ def check_call(
         raise UserError(f"{owner}: `thread_id` must be a str, got {thread_id!r}.")
 
 
-def run_config(
-    thread_id: str | None, *, callbacks: Any = None, metadata: Mapping[str, Any] | None = None
-) -> RunnableConfig:
+def run_config(thread_id: str | None, *, callbacks: Any = None) -> RunnableConfig:
     """The run's config: ``thread_id`` travels unchanged to the checkpointer."""
     config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT}
     if thread_id is not None:
         config["configurable"] = {"thread_id": thread_id}
     if callbacks is not None:
         config["callbacks"] = callbacks
-    if metadata:
-        config["metadata"] = dict(metadata)
     return config
 
 

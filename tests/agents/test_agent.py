@@ -283,3 +283,55 @@ def test_describe_is_metadata_and_not_sent_to_the_model() -> None:
     agent.invoke("x")
     assert agent.describe == "Answers billing questions"
     assert "billing" not in repr(llm.calls)
+
+
+def test_input_may_be_langchain_messages_and_other_types_are_refused(tools: list[Any]) -> None:
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    llm = FakeChatModel(["a", "b"])
+    agent = Agent(llm=llm, tools=tools)
+    assert agent.invoke(HumanMessage("hi")) == "a"
+    assert agent.invoke([SystemMessage("Be short."), HumanMessage("hi")]) == "b"
+    assert llm.calls[1][0].content == "Be short."
+    with pytest.raises(UserError, match="must be a str"):
+        agent.invoke(42)
+    with pytest.raises(UserError, match="thread_id"):
+        agent.invoke("hi", thread_id=7)  # type: ignore[arg-type]
+
+
+def test_respond_answers_for_the_tool_and_true_allows_every_decision(tools: list[Any], ledger: Ledger) -> None:
+    agent = Agent(
+        llm=FakeChatModel([MAIL, "Verstanden."]),
+        tools=tools,
+        checkpointer=InMemorySaver(),
+        interrupt_on={"send_mail": True, "get_weather": False},
+    )
+    paused = agent.invoke("Mail", thread_id="t")
+    assert sorted(paused["decisions"]) == ["approve", "edit", "reject", "respond"]  # type: ignore[index]
+    assert agent.invoke(thread_id="t", decision={"type": "respond", "message": "Schon erledigt."}) == "Verstanden."
+    assert ledger.calls == []
+    tool_results = [m for m in agent.llm.calls[1] if isinstance(m, ToolMessage)]  # type: ignore[attr-defined]
+    assert tool_results[-1].content == "Schon erledigt."
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("yes", "must be True/False"),
+        ({"decisions": ["approve"], "when": 1}, "unknown keys"),
+        ({"decisions": []}, "at least one"),
+        ({"question": 42}, "must be a str or a function"),
+    ],
+)
+def test_bad_interrupt_on_entries_are_user_errors(tools: list[Any], config: Any, message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        Agent(llm=FakeChatModel(["x"]), tools=tools, checkpointer=InMemorySaver(), interrupt_on={"send_mail": config})
+    with pytest.raises(UserError, match="mapping"):
+        Agent(llm=FakeChatModel(["x"]), tools=tools, checkpointer=InMemorySaver(), interrupt_on=["send_mail"])  # type: ignore[arg-type]
+
+
+def test_tools_must_be_a_list_of_tools() -> None:
+    with pytest.raises(UserError, match="list of tools"):
+        Agent(llm=FakeChatModel(["x"]), tools="get_weather")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="Cannot use 42"):
+        Agent(llm=FakeChatModel(["x"]), tools=[42])  # type: ignore[list-item]
