@@ -17,7 +17,17 @@ sys.path.insert(0, str(HERE))
 
 from _harness import Result, format_table, machine_description, run_metric  # noqa: E402
 
-MODULES = ["bench_chain"]
+MODULES = [
+    "bench_chain",
+    "bench_agent",
+    "bench_stream",
+    "bench_http",
+    "bench_mcp",
+    "bench_storage",
+    "bench_classify",
+    "bench_tool_caller",
+    "bench_rag",
+]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,12 @@ never wrapped in an anyio ``ExceptionGroup``.
 
 MCP tools are async-only (``tool.invoke`` raises `NotImplementedError`); sync entry points run the whole
 async run under `ai_utils._utils.run_sync`.
+
+Tool definitions are cached per process (see `clear_tool_cache`): a run still opens and initializes its
+own session, but it lists a server's tools only the first time (and again after ``TOOL_CACHE_TTL``
+seconds, or when the server config or the server's reported name/version changes), which saves a
+round trip and the schema transfer on every run. The cached
+definitions are bound to each run's session, so every call still goes through that run's connection.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import asyncio
 import functools
 import logging
 import ssl
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -37,13 +44,15 @@ try:
     from langchain_mcp_adapters.client import MultiServerMCPClient
     from langchain_mcp_adapters.interceptors import MCPToolCallRequest, MCPToolCallResult
     from langchain_mcp_adapters.sessions import Connection
-    from langchain_mcp_adapters.tools import load_mcp_tools
+    from langchain_mcp_adapters.tools import convert_mcp_tool_to_langchain_tool
+    from mcp import ClientSession
     from mcp.shared.exceptions import McpError
-    from mcp.types import CONNECTION_CLOSED
+    from mcp.types import CONNECTION_CLOSED, Implementation
+    from mcp.types import Tool as MCPTool
 except ImportError as _import_error:
     raise missing_extra("langchain-mcp-adapters", extra="mcp", feature="MCP servers") from _import_error
 
-__all__ = ["MCPConnectionError", "MCPScope", "MCPServer", "mcp_scope"]
+__all__ = ["MCPConnectionError", "MCPScope", "MCPServer", "clear_tool_cache", "mcp_scope"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +63,26 @@ CONNECT_TIMEOUT = 30.0
 CLOSE_TIMEOUT = 10.0
 # The MCP SDK's HTTP defaults: 30 s to connect/write, 300 s to read, since a server may hold a stream open.
 _DEFAULT_HTTP_TIMEOUT = httpx.Timeout(30.0, read=300.0)
+# Seconds a server's cached tool list is trusted before a run lists the tools again: a server may change
+# its tools while it runs, and a new session is where a client would normally see that.
+TOOL_CACHE_TTL = 60.0
+# Servers (configs) whose tool lists are kept; per-user headers or auth make one entry per user.
+_TOOL_CACHE_SIZE = 256
+# Listing is paginated; a server that keeps returning cursors is broken, not big.
+_MAX_TOOL_PAGES = 1000
+
+_ToolCacheKey = tuple[Any, ...]
+_tool_cache: dict[_ToolCacheKey, tuple[float, list[MCPTool]]] = {}
+
+
+def clear_tool_cache() -> None:
+    """Forget every server's cached tool list, so the next run of each server lists its tools again.
+
+    Runs cache tool definitions per process (keyed by the server's connection settings and the name and
+    version the server reports); call this after changing a running server's tools without changing its
+    version, or rely on the cache expiring after ``TOOL_CACHE_TTL`` seconds.
+    """
+    _tool_cache.clear()
 
 
 @dataclass(frozen=True)
@@ -135,8 +164,14 @@ class _SessionHolder:
         try:
             async with client.session(name, auto_initialize=False) as session:
                 with anyio.fail_after(CONNECT_TIMEOUT):
-                    await session.initialize()
-                    tools = await load_mcp_tools(session, server_name=name, tool_interceptors=[self._guard_call])
+                    info = (await session.initialize()).serverInfo
+                    definitions = await _tool_definitions(session, _cache_key(self.server, info))
+                tools = [
+                    convert_mcp_tool_to_langchain_tool(
+                        session, definition, server_name=name, tool_interceptors=[self._guard_call]
+                    )
+                    for definition in definitions
+                ]
                 if not self.ready.done():  # the scope may have been cancelled meanwhile
                     self.ready.set_result([_prefixed(tool, name) for tool in tools])
                 await self.release.wait()
@@ -193,6 +228,55 @@ async def _close(holders: Sequence[_SessionHolder]) -> None:
     _, pending = await asyncio.wait(tasks, timeout=CLOSE_TIMEOUT)
     for task in pending:
         task.cancel()
+
+
+def _cache_key(server: MCPServer, info: Implementation) -> _ToolCacheKey:
+    """Everything that can change what a server lists: where and how we connect, and what it says it is."""
+
+    def items(mapping: Mapping[str, str] | None) -> tuple[tuple[str, str], ...] | None:
+        return None if mapping is None else tuple(sorted(mapping.items()))
+
+    cwd = None if server.cwd is None else str(server.cwd)
+    # `auth` by identity: two auth objects may stand for two users who see different tools.
+    return (
+        server.url,
+        server.command,
+        server.args,
+        items(server.headers),
+        server.auth,
+        items(server.env),
+        cwd,
+        info.name,
+        info.version,
+    )
+
+
+async def _tool_definitions(session: ClientSession, key: _ToolCacheKey) -> list[MCPTool]:
+    """The server's tool definitions: from the process cache, else listed (all pages) and cached."""
+    cached = _tool_cache.get(key)
+    if cached is not None and time.monotonic() - cached[0] < TOOL_CACHE_TTL:
+        definitions = cached[1]
+        # The SDK checks tool results against output schemas it learned from `list_tools`, and lists the
+        # tools again on the first call of a tool it has not seen; hand it the cached schemas instead.
+        schemas = getattr(session, "_tool_output_schemas", None)
+        if isinstance(schemas, dict):
+            schemas.update({definition.name: definition.outputSchema for definition in definitions})
+        return definitions
+    definitions = []
+    cursor: str | None = None
+    for _ in range(_MAX_TOOL_PAGES):
+        page = await session.list_tools(cursor=cursor)
+        definitions.extend(page.tools)
+        cursor = page.nextCursor
+        if not cursor:
+            break
+    else:
+        raise RuntimeError(f"the server returned more than {_MAX_TOOL_PAGES} pages of tools")
+    _tool_cache.pop(key, None)
+    _tool_cache[key] = (time.monotonic(), definitions)
+    if len(_tool_cache) > _TOOL_CACHE_SIZE:
+        del _tool_cache[next(iter(_tool_cache))]  # the entry listed longest ago
+    return definitions
 
 
 def _connection(server: MCPServer) -> Connection:

@@ -4,7 +4,8 @@ Usage: ``python counter_server.py stdio PIDFILE`` or ``python counter_server.py 
 
 - stdio: appends its pid to PIDFILE on start, so tests can count spawned processes and check they exit.
 - http: serves streamable HTTP on 127.0.0.1:PORT/mcp and records the session ids the client terminated
-  (HTTP DELETE) at ``GET /_closed``, so tests can observe that a session was closed.
+  (HTTP DELETE) at ``GET /_closed``, so tests can observe that a session was closed, and counts the
+  ``tools/list`` requests it answered at ``GET /_list_tools`` (tests of the client's tool-list cache).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import sys
 from typing import Any
 
+from mcp import types
 from mcp.server.fastmcp import Context, FastMCP
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -23,6 +25,7 @@ server = FastMCP("counter", host="127.0.0.1", port=port, log_level="WARNING")
 
 _counts: dict[int, int] = {}
 _closed: list[str] = []
+_list_tools_requests = [0]
 
 
 @server.tool()
@@ -57,6 +60,25 @@ def fail(message: str) -> str:
 @server.custom_route("/_closed", methods=["GET"])
 async def closed(request: Request) -> JSONResponse:
     return JSONResponse(_closed)
+
+
+@server.custom_route("/_list_tools", methods=["GET"])
+async def list_tools_requests(request: Request) -> JSONResponse:
+    return JSONResponse(_list_tools_requests[0])
+
+
+def _counting_list_tools() -> None:
+    handlers = server._mcp_server.request_handlers
+    answer = handlers[types.ListToolsRequest]
+
+    async def counted(request: types.ListToolsRequest) -> types.ServerResult:
+        _list_tools_requests[0] += 1
+        return await answer(request)
+
+    handlers[types.ListToolsRequest] = counted
+
+
+_counting_list_tools()
 
 
 def _recording_deletes(app: Any) -> Any:

@@ -1,0 +1,121 @@
+"""In-process streaming (performance.md metric 5): our typed NDJSON stream vs ``astream(stream_mode="messages")``.
+
+Ours: ``Agent.astream(...)`` -> client chunks -> ``encode_chunk`` bytes. Anchor: the same model and tool in a
+plain ``create_agent`` graph, ``graph.astream(stream_mode="messages")``, ``orjson.dumps`` of each non-empty
+text (what a hand-written endpoint sends). No checkpointer on either side; a 200-word answer streamed word by
+word, so both paths yield 200 lines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from _fixtures import LONG_REPLY, PLAIN_PROMPT, add, forget_calls, scripted_model
+from _harness import Metric, Session
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage
+
+from ai_utils import Agent
+from ai_utils.client import ToolEvent
+from ai_utils.streaming import encode_chunk
+
+CHUNKS = 200
+ENCODES = 2000
+
+
+def metrics() -> list[Metric]:
+    ours_model = scripted_model(LONG_REPLY)
+    anchor_model = scripted_model(LONG_REPLY)
+    agent = Agent(llm=ours_model, tools=[add])
+    graph = create_agent(anchor_model, [add])
+    graph_input = {"messages": [HumanMessage(PLAIN_PROMPT)]}
+
+    def reset() -> None:
+        forget_calls(ours_model)
+        forget_calls(anchor_model)
+
+    async def ours() -> None:
+        lines = [encode_chunk(chunk) async for chunk in agent.astream(PLAIN_PROMPT)]
+        assert len(lines) == CHUNKS, len(lines)
+
+    async def anchor() -> None:
+        lines = [
+            orjson.dumps(message.text)
+            async for message, _meta in graph.astream(graph_input, stream_mode="messages")
+            if message.text
+        ]
+        assert len(lines) == CHUNKS, len(lines)
+
+    async def ours_first() -> float:
+        import time
+
+        start = time.perf_counter()
+        stream: Any = agent.astream(PLAIN_PROMPT)
+        encode_chunk(await anext(stream))
+        elapsed = time.perf_counter() - start
+        await stream.aclose()
+        return elapsed
+
+    async def anchor_first() -> float:
+        import time
+
+        start = time.perf_counter()
+        stream: Any = graph.astream(graph_input, stream_mode="messages")
+        async for message, _meta in stream:
+            if message.text:
+                orjson.dumps(message.text)
+                break
+        elapsed = time.perf_counter() - start
+        await stream.aclose()
+        return elapsed
+
+    def ttfc(session: Session) -> tuple[float, float]:
+        m = session.medians(
+            {"ours": ours_first, "anchor": anchor_first}, {"ours": reset, "anchor": reset}, self_timed=True
+        )
+        return m["ours"] * 1e6, m["anchor"] * 1e6
+
+    def per_chunk(session: Session) -> tuple[float, float]:
+        m = session.medians({"ours": ours, "anchor": anchor}, {"ours": reset, "anchor": reset})
+        return m["ours"] / CHUNKS * 1e6, m["anchor"] / CHUNKS * 1e6
+
+    event: ToolEvent = {"kind": "tool", "phase": "start", "tool_name": "add", "id": "call_1", "args": {"a": 2, "b": 3}}
+    sample_chunks: list[Any] = [f"word{i} " for i in range(9)] + [event]
+    batch = sample_chunks * (ENCODES // len(sample_chunks))
+
+    def encode_ours() -> None:
+        for chunk in batch:
+            encode_chunk(chunk)
+
+    def encode_anchor() -> None:
+        for chunk in batch:
+            orjson.dumps(chunk)
+
+    def per_encode(session: Session) -> tuple[float, float]:
+        m = session.medians({"ours": encode_ours, "anchor": encode_anchor})
+        return m["ours"] / len(batch) * 1e6, m["anchor"] / len(batch) * 1e6
+
+    return [
+        Metric(
+            "stream µs/chunk: Agent.astream+encode_chunk / astream(messages)+orjson",
+            measure=per_chunk,
+            target=1.15,
+            unit="µs/chunk",
+            note=f"{CHUNKS}-word answer, no checkpointer, same model and tool; per chunk = whole run / {CHUNKS}.",
+        ),
+        Metric(
+            "stream time to first chunk: Agent.astream / astream(messages)",
+            measure=ttfc,
+            target=1.20,
+            unit="µs",
+            note="from the call to the first encoded text line; the stream is closed afterwards (untimed).",
+        ),
+        Metric(
+            "encode_chunk / orjson.dumps",
+            measure=per_encode,
+            target=3.0,
+            unit="µs",
+            note="9 text chunks + 1 tool event, per chunk; encode_chunk adds the newline and the fallback.",
+        ),
+    ]
