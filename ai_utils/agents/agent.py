@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langgraph.types import Checkpointer
 
+    from ai_utils.gateway.actions import ActionRegistry
+
 __all__ = ["Agent"]
 
 Graph = CompiledStateGraph[Any, Any, Any, Any]
@@ -77,6 +79,9 @@ class Agent:
         max_iterations: at most this many model calls per run; the last one may not call tools.
         callbacks: LangChain callback handlers for every run, e.g. ``[gateway.callback("support", actor=user)]``;
             ``invoke``/``stream`` take more per call.
+        actions: an `ActionRegistry`: the answer's ``!>`` action directives are validated against it (for the
+            ``actor`` of each call) and ``invoke`` returns a `DirectiveResult` (visible text, validated actions
+            with status allowed / requires_confirmation / blocked, ``?>`` follow-ups) instead of the text.
         context_schema: the type of ``context`` (a dataclass, TypedDict or pydantic model) that tools and
             middleware read via their runtime; ``context`` itself is never stored in checkpoints.
         durability: when checkpoints are written: ``"sync"`` (default: each step is stored before the next
@@ -107,7 +112,12 @@ class Agent:
         durability: Durability = "sync",
         context_schema: type[Any] | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
+        actions: ActionRegistry | None = None,
     ) -> None:
+        if actions is not None and output is not None:
+            raise UserError(
+                "`actions` reads `!>` directives from the answer text; it cannot be combined with `output`."
+            )
         if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
             raise UserError(f"`output` must be a pydantic model class, got {output!r}.")
         if interrupt_on and checkpointer is None:
@@ -128,6 +138,7 @@ class Agent:
         self.durability = durability
         self.context_schema = context_schema
         self.callbacks = list(callbacks)
+        self.actions = actions
         # LangGraph warns (and its sync loop breaks) when a durability is given without a checkpointer.
         self._durability: Durability | None = durability if checkpointer is not None else None
         self._tools = normalize_tools(tools)
@@ -198,6 +209,13 @@ class Agent:
             has_checkpointer=self.checkpointer is not None,
         )
 
+    def _result(self, result: RunResult, actor: Any) -> RunResult:
+        if self.actions is None or not isinstance(result, str):
+            return result
+        from ai_utils.gateway.actions import validate_directives
+
+        return validate_directives(result, self.actions, actor=actor)
+
     @contextlib.asynccontextmanager
     async def _run_graph(self) -> AsyncIterator[Graph]:
         """The graph for one run; with MCP servers, their sessions stay open until the run ends."""
@@ -220,6 +238,7 @@ class Agent:
         decision: Decision | None = None,
         decisions: Decisions | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
+        actor: Any = None,
     ) -> RunResult:
         """Run one turn (or resume a paused one) to the end.
 
@@ -232,16 +251,23 @@ class Agent:
                 ``{"type": "respond", "message": ...}``.
             decisions: one answer per pending item (list in order, or mapping by item id).
             callbacks: LangChain callback handlers for this run only (added to the agent's ``callbacks``).
+            actor: who asked (``Actor`` or mapping); with ``actions``, the policy checks their roles and plan.
 
         Returns:
-            The answer text, the ``output`` model instance, or an interrupt chunk
-            (``{"kind": "interrupt", ...}``) when a tool waits for approval.
+            The answer text, the ``output`` model instance, a `DirectiveResult` with ``actions``, or an
+            interrupt chunk (``{"kind": "interrupt", ...}``) when a tool waits for approval.
         """
         self._check(input, thread_id, decision, decisions)
         if self._graph is None:
             return run_sync(
                 lambda: self.ainvoke(
-                    input, thread_id=thread_id, context=context, decision=decision, decisions=decisions
+                    input,
+                    thread_id=thread_id,
+                    context=context,
+                    decision=decision,
+                    decisions=decisions,
+                    callbacks=callbacks,
+                    actor=actor,
                 ),
                 what="Agent.invoke with MCP servers",
             )
@@ -249,7 +275,7 @@ class Agent:
         resuming = input is None
         graph_input = resume_input(self._graph, config, decision, decisions) if resuming else start_input(input)
         output = self._graph.invoke(graph_input, config, context=context, durability=self._durability, version="v2")
-        return final_result(output, structured=self.output is not None)
+        return self._result(final_result(output, structured=self.output is not None), actor)
 
     async def ainvoke(
         self,
@@ -260,6 +286,7 @@ class Agent:
         decision: Decision | None = None,
         decisions: Decisions | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
+        actor: Any = None,
     ) -> RunResult:
         """Async twin of `invoke`."""
         self._check(input, thread_id, decision, decisions)
@@ -272,7 +299,7 @@ class Agent:
             output = await graph.ainvoke(
                 graph_input, config, context=context, durability=self._durability, version="v2"
             )
-        return final_result(output, structured=self.output is not None)
+        return self._result(final_result(output, structured=self.output is not None), actor)
 
     # --- stream --------------------------------------------------------------------------------------------
 

@@ -335,3 +335,35 @@ def test_tools_must_be_a_list_of_tools() -> None:
         Agent(llm=FakeChatModel(["x"]), tools="get_weather")  # type: ignore[arg-type]
     with pytest.raises(UserError, match="Cannot use 42"):
         Agent(llm=FakeChatModel(["x"]), tools=[42])  # type: ignore[list-item]
+
+
+def test_actions_option_validates_directive_proposed_actions_for_the_actor() -> None:
+    from ai_utils import ActionRegistry, define_action
+
+    registry = ActionRegistry(
+        [
+            define_action(id="open_ticket", description="Open a support ticket.", risk="safe"),
+            define_action(id="refund", description="Refund an order.", risk="confirm", availability="pro"),
+            define_action(id="delete_account", description="Delete the account.", risk="restricted"),
+        ]
+    )
+    reply = (
+        "Ich kümmere mich darum.\n"
+        '!> open_ticket {"topic": "billing"}\n'
+        '!> refund {"order": "A1"}\n'
+        "!> delete_account {}\n"
+        "?> Soll ich den Status prüfen?"
+    )
+    agent = Agent(llm=FakeChatModel([reply, reply]), actions=registry)
+
+    pro = agent.invoke("Geld zurück", actor={"user_id": "u1", "plan": "pro"})
+    assert pro.message == "Ich kümmere mich darum."  # type: ignore[union-attr]
+    statuses = {a.id: a.status for a in pro.actions}  # type: ignore[union-attr]
+    assert statuses == {"open_ticket": "allowed", "refund": "requires_confirmation", "delete_account": "blocked"}
+    assert pro.follow_ups == ["Soll ich den Status prüfen?"]  # type: ignore[union-attr]
+
+    free = agent.invoke("Geld zurück", actor={"user_id": "u2", "plan": "free"})
+    assert {a.id: a.status for a in free.actions}["refund"] == "blocked"  # type: ignore[union-attr]
+
+    with pytest.raises(UserError, match="output"):
+        Agent(llm=FakeChatModel(["x"]), actions=registry, output=BaseModel)

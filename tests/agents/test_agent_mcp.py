@@ -124,3 +124,19 @@ async def test_sync_invoke_with_mcp_inside_a_running_loop_points_to_ainvoke(ever
     agent = Agent(llm=FakeChatModel(["x"]), mcp_server=MCPServer("everything", everything_url))
     with pytest.raises(UserError, match="ainvoke"):
         agent.invoke("hi")
+
+
+def test_sync_invoke_with_mcp_passes_callbacks_through(everything_url: str) -> None:
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    class Count(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.model_calls = 0
+
+        def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+            self.model_calls += 1
+
+    counter = Count()
+    agent = Agent(llm=FakeChatModel([echo(), "ok"]), mcp_server=MCPServer("everything", everything_url))
+    assert agent.invoke("Echo", callbacks=[counter]) == "ok"
+    assert counter.model_calls == 2
