@@ -90,6 +90,8 @@ class AuditEntry:
 
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(AuditEntry))
 _JSON_FIELDS = frozenset({"actor", "usage", "tools_requested", "tools_used", "policy_decisions", "metadata"})
+# Same text as ``json.dumps(value, default=str)``, without building a new encoder per value (six per row).
+_to_json = json.JSONEncoder(default=str).encode
 
 
 @runtime_checkable
@@ -179,6 +181,13 @@ class JsonlAuditSink:
             return [json.loads(line) for line in fh if line.strip()]
 
 
+def _sql_value(entry: AuditEntry, name: str) -> Any:
+    value = getattr(entry, name)
+    if name in _JSON_FIELDS:
+        return _to_json(value)
+    return value.isoformat() if name == "created_at" else value
+
+
 class SqliteAuditSink:
     """Store rows in a SQLite table (WAL mode): the embedded durable sink.
 
@@ -216,8 +225,7 @@ class SqliteAuditSink:
         Args:
             entry: the row.
         """
-        row = entry.to_dict()
-        values = [json.dumps(row[n], default=str) if n in _JSON_FIELDS else row[n] for n in FIELD_NAMES]
+        values = [_sql_value(entry, name) for name in FIELD_NAMES]
         with self._lock:
             self._conn.execute(self._insert, values)
 

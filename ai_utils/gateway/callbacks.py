@@ -8,6 +8,7 @@ audit write) stop the run.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -24,7 +25,7 @@ from ai_utils.gateway.actor import Actor
 from ai_utils.gateway.audit import AuditEntry, AuditStatus
 from ai_utils.gateway.errors import GatewayError, classify_llm_error
 from ai_utils.gateway.events import GatewayEvent, GatewayEventType
-from ai_utils.gateway.hashing import hash_canonical, truncate_for_audit
+from ai_utils.gateway.hashing import _canonical_json, truncate_for_audit
 from ai_utils.gateway.policy import PolicyContext, PolicyDecision, run_policy_chain
 
 if TYPE_CHECKING:
@@ -68,6 +69,20 @@ def _message_view(message: BaseMessage) -> dict[str, Any]:
     if isinstance(message, AIMessage) and message.tool_calls:
         view["tool_calls"] = [{"name": c["name"], "args": c["args"]} for c in message.tool_calls]
     return view
+
+
+def _hash_and_summary(feature: str, model: str, views: list[dict[str, Any]], tools: list[str]) -> tuple[str, str]:
+    """``hash_canonical({"feature", "model", "messages", "tools"})`` and the messages summary, serializing once.
+
+    The hashed text is what `hash_canonical` builds for that dict (keys sorted: feature, messages, model, tools);
+    the messages JSON, the bulk of it, is reused for the summary.
+    """
+    messages = _canonical_json(views)
+    canonical = (
+        f'{{"feature":{_canonical_json(feature)},"messages":{messages},'
+        f'"model":{_canonical_json(model)},"tools":{_canonical_json(tools)}}}'
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest(), truncate_for_audit(messages)
 
 
 class GatewayCallbackHandler(BaseCallbackHandler):
@@ -341,6 +356,10 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         error_type: str | None = None,
         error_message: str | None = None,
     ) -> AuditEntry:
+        # Hashing and summarizing happen here, after the call, to keep them off the time-to-first-chunk path.
+        request_hash, request_summary = _hash_and_summary(
+            self.feature, self._model, pending.views, pending.tools_requested
+        )
         return AuditEntry(
             request_id=pending.request_id,
             feature=self.feature,
@@ -355,16 +374,8 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             tools_requested=pending.tools_requested,
             tools_used=tools_used or [],
             policy_decisions=pending.decisions,
-            # Hashing and summarizing happen here, after the call, to keep them off the time-to-first-chunk path.
-            request_hash=hash_canonical(
-                {
-                    "feature": self.feature,
-                    "model": self._model,
-                    "messages": pending.views,
-                    "tools": pending.tools_requested,
-                }
-            ),
-            request_summary=truncate_for_audit(pending.views),
+            request_hash=request_hash,
+            request_summary=request_summary,
             response_summary=truncate_for_audit(response) if response is not None else None,
             error_type=error_type,
             error_message=error_message,

@@ -32,8 +32,8 @@ def _default(value: Any) -> Any:
     return repr(value)
 
 
-def _canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default)
+# One encoder for every call: ``json.dumps`` with these arguments builds a new encoder each time (same output).
+_canonical_json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default).encode
 
 
 def hash_canonical(value: Any) -> str:

@@ -25,6 +25,7 @@ from ai_utils.gateway import (
     Route,
     SqliteAuditSink,
     feature_registered,
+    hash_canonical,
     tool_allowlist,
 )
 from ai_utils.testing import FakeChatModel
@@ -72,6 +73,20 @@ def test_llm_call_writes_one_succeeded_row_and_started_then_succeeded_events() -
     assert [e.type for e in events] == ["llm.call.started", "llm.call.succeeded"]
     assert {e.request_id for e in events} == {entry.request_id}
     assert reply.response_metadata["gateway_request_id"] == entry.request_id
+
+
+def test_request_hash_is_the_canonical_hash_of_feature_model_messages_and_tools() -> None:
+    gateway, sink, _ = _gateway("hello", "hello")
+    gateway.llm("support", actor={"user_id": "u1"}).invoke("hi ü")
+    gateway.llm("support", actor={"user_id": "u2"}).invoke("hi ü")
+
+    first, second = sink.entries
+    messages = [{"role": "human", "content": "hi ü"}]
+    assert first.request_hash == hash_canonical(
+        {"feature": "support", "model": "fake-1", "messages": messages, "tools": []}
+    )
+    assert second.request_hash == first.request_hash
+    assert first.request_summary == '[{"content":"hi ü","role":"human"}]'
 
 
 def test_missing_actor_is_blocked_before_the_model_is_called() -> None:
