@@ -20,6 +20,7 @@ from _harness import Result, format_table, machine_description, run_metric  # no
 MODULES = [
     "bench_chain",
     "bench_agent",
+    "bench_gateway",
     "bench_stream",
     "bench_http",
     "bench_mcp",
@@ -27,6 +28,7 @@ MODULES = [
     "bench_classify",
     "bench_tool_caller",
     "bench_rag",
+    "bench_memory",
 ]
 
 

@@ -143,13 +143,21 @@ def split_summary(messages: Sequence[BaseMessage]) -> tuple[SystemMessage | None
     return summary, body
 
 
-def _call_owners(messages: Sequence[BaseMessage]) -> dict[str, int]:
-    owners: dict[str, int] = {}
+def _call_owners(messages: Sequence[BaseMessage]) -> dict[int, int]:
+    """Position of each ToolMessage -> position of the AIMessage that made its call.
+
+    The owner is the nearest earlier AIMessage with that call id: some providers and local models reuse
+    ids such as ``call_0`` in every turn, and tying a result to the first use would keep the whole thread.
+    """
+    latest: dict[str, int] = {}
+    owners: dict[int, int] = {}
     for index, message in enumerate(messages):
         if isinstance(message, AIMessage):
             for call in message.tool_calls:
                 if call["id"]:
-                    owners.setdefault(call["id"], index)
+                    latest[call["id"]] = index
+        elif isinstance(message, ToolMessage) and message.tool_call_id in latest:
+            owners[index] = latest[message.tool_call_id]
     return owners
 
 
@@ -179,7 +187,7 @@ def safe_cut(messages: Sequence[BaseMessage], keep_last: int) -> int:
         message = messages[index]
         own = len(messages)
         if isinstance(message, ToolMessage):
-            own = owners.get(message.tool_call_id, index - 1)
+            own = owners.get(index, index - 1)
         need[index] = min(need[index + 1], own)
     while cut > 0 and need[cut] < cut:
         cut = max(need[cut], 0)
@@ -188,6 +196,10 @@ def safe_cut(messages: Sequence[BaseMessage], keep_last: int) -> int:
 
 def dangling_calls(messages: Sequence[BaseMessage]) -> set[str]:
     """Tool-call ids of AIMessages that have no ToolMessage answer yet (a turn still in its tool loop)."""
-    open_calls = set(_call_owners(messages))
-    open_calls.difference_update(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
+    open_calls: set[str] = set()
+    for message in messages:
+        if isinstance(message, AIMessage):
+            open_calls.update(call["id"] for call in message.tool_calls if call["id"])
+        elif isinstance(message, ToolMessage):
+            open_calls.discard(message.tool_call_id)
     return open_calls

@@ -60,6 +60,18 @@ def test_the_cut_moves_back_to_the_ai_message_that_owns_the_earliest_result() ->
     assert safe_cut(INTERLEAVED, 4) == 1  # _ai(["d"]) pulls in b's owner, the first AI message
 
 
+def test_call_ids_reused_in_every_turn_tie_each_result_to_its_own_turn() -> None:
+    # Some providers and local models number calls per reply (call_0, call_0, ...).
+    messages: list[BaseMessage] = []
+    for turn in range(5):
+        messages += [HumanMessage(f"q{turn}"), _ai(["call_0"]), ToolMessage(f"r{turn}", tool_call_id="call_0")]
+        messages.append(AIMessage(f"answer {turn}"))
+    cut = safe_cut(messages, 2)  # the last turn's call, its result and the answer; not the whole thread
+    assert cut == 17 and messages[cut + 1].text == "r4"
+    assert dangling_calls(messages) == set()
+    assert dangling_calls([*messages, HumanMessage("q5"), _ai(["call_0"])]) == {"call_0"}
+
+
 def test_a_tool_message_with_an_unknown_call_stays_with_the_message_before_it() -> None:
     messages: list[BaseMessage] = [
         HumanMessage("q"),
