@@ -2,6 +2,7 @@
 #   .tools/  a small venv that holds the pinned uv
 #   .venv/   the project environment, synced from uv.lock (all extras + dev tools)
 #   tests/services/node_modules/  the offline test services, from package-lock.json (only with --services)
+#   chromium + chromedriver      Debian packages for the browser test (only with --services; needs root)
 set -euo pipefail
 UV_VERSION="0.13.9"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,5 +28,10 @@ if [ "${1:-}" = "--services" ]; then
         echo "==> npm ci in tests/services" >&2
         (cd tests/services && npm ci --no-audit --no-fund --loglevel=error)
         cp tests/services/package-lock.json tests/services/node_modules/.ai-utils-lock
+    fi
+    # The examples' web page is checked in a real headless browser (tests/test_fastapi_example.py).
+    if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+        echo "==> apt-get install chromium chromium-driver" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
     fi
 fi

@@ -71,7 +71,9 @@ def _printer(console: Console | None) -> _Printer:
     global _default_console
     if console is None:
         if _default_console is None:
-            _default_console = Console(highlight=False)
+            # force_jupyter=False: in a notebook rich would render every print as its own HTML block, putting
+            # each streamed word on its own line; plain text into the cell's output stream flows as it arrives.
+            _default_console = Console(highlight=False, force_jupyter=False)
         console = _default_console
     printer = _printers.get(console)
     if printer is None:
