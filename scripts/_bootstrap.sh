@@ -3,6 +3,7 @@
 #   .venv/   the project environment, synced from uv.lock (all extras + dev tools)
 #   tests/services/node_modules/  the offline test services, from package-lock.json (only with --services)
 #   chromium + chromedriver      Debian packages for the browser test (only with --services; needs root)
+#   bubblewrap                   Debian package for the DeepAgent sandbox tests (only with --services; needs root)
 set -euo pipefail
 UV_VERSION="0.13.9"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,5 +34,10 @@ if [ "${1:-}" = "--services" ]; then
     if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
         echo "==> apt-get install chromium chromium-driver" >&2
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+    fi
+    # The DeepAgent's isolated sandbox runs commands in bubblewrap (tests/deep/test_sandbox.py).
+    if ! command -v bwrap >/dev/null 2>&1; then
+        echo "==> apt-get install bubblewrap" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
     fi
 fi

@@ -92,7 +92,7 @@ def test_names_that_need_an_extra_say_how_to_install_it() -> None:
         BLOCKER
         + """
 import ai_utils
-for name in ("StreamResponse", "log_chunk", "TavilySearch"):
+for name in ("StreamResponse", "log_chunk", "TavilySearch", "DeepAgent"):
     try:
         getattr(ai_utils, name)
     except ImportError as error:
@@ -103,3 +103,4 @@ for name in ("StreamResponse", "log_chunk", "TavilySearch"):
     assert 'pip install "ai-utils[server]"' in lines["StreamResponse"]
     assert 'pip install "ai-utils[server]"' in lines["log_chunk"]
     assert 'pip install "ai-utils[tavily]"' in lines["TavilySearch"]
+    assert 'pip install "ai-utils[deep]"' in lines["DeepAgent"]

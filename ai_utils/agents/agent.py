@@ -2,32 +2,21 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain.agents import create_agent
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Durability
 from pydantic import BaseModel
 
-from ai_utils._utils import iterate_sync, run_sync
+from ai_utils.agents._base import Graph, GraphRunner
 from ai_utils.agents._hitl import hitl_middleware
 from ai_utils.agents._hooks import AfterToolCall, BeforeToolCall, OnProviderError, ShouldBreakEarly, ToolLoopHooks
 from ai_utils.agents._runner import (
     Decisions,
     RunResult,
-    aresume_input,
-    astream_run,
-    check_call,
-    final_result,
-    resume_input,
-    run_config,
-    start_input,
-    stream_run,
 )
 from ai_utils.agents._state import AgentState
 from ai_utils.client import Decision, StreamChunk
@@ -44,10 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Agent"]
 
-Graph = CompiledStateGraph[Any, Any, Any, Any]
 
-
-class Agent:
+class Agent(GraphRunner):
     """A tool-calling agent: the model calls tools until it can answer.
 
     Example:
@@ -176,11 +163,6 @@ class Agent:
         """The agent's own tools (MCP tools are loaded per run)."""
         return list(self._tools)
 
-    @property
-    def graph(self) -> Graph:
-        """The compiled LangGraph graph (without MCP tools, which exist only during a run)."""
-        return self._graph if self._graph is not None else self._build(self._tools)
-
     def _build(self, tools: Sequence[BaseTool]) -> Graph:
         check_unique(t.name for t in tools)
         return create_agent(
@@ -195,37 +177,12 @@ class Agent:
             name=self.name,
         )
 
-    def _config(self, thread_id: str | None, callbacks: Sequence[BaseCallbackHandler]) -> RunnableConfig:
-        handlers = [*self.callbacks, *callbacks]
-        return run_config(thread_id, callbacks=handlers or None)
-
-    def _check(self, input: Any, thread_id: str | None, decision: Any, decisions: Any) -> None:
-        check_call(
-            owner="Agent",
-            input=input,
-            thread_id=thread_id,
-            decision=decision,
-            decisions=decisions,
-            has_checkpointer=self.checkpointer is not None,
-        )
-
     def _result(self, result: RunResult, actor: Any) -> RunResult:
         if self.actions is None or not isinstance(result, str):
             return result
         from ai_utils.gateway.actions import validate_directives
 
         return validate_directives(result, self.actions, actor=actor)
-
-    @contextlib.asynccontextmanager
-    async def _run_graph(self) -> AsyncIterator[Graph]:
-        """The graph for one run; with MCP servers, their sessions stay open until the run ends."""
-        if self._graph is not None:
-            yield self._graph
-            return
-        from ai_utils.tools.mcp import mcp_scope
-
-        async with mcp_scope(self._servers) as scope:
-            yield self._build([*self._tools, *scope.tools])
 
     # --- invoke --------------------------------------------------------------------------------------------
 
@@ -257,25 +214,7 @@ class Agent:
             The answer text, the ``output`` model instance, a `DirectiveResult` with ``actions``, or an
             interrupt chunk (``{"kind": "interrupt", ...}``) when a tool waits for approval.
         """
-        self._check(input, thread_id, decision, decisions)
-        if self._graph is None:
-            return run_sync(
-                lambda: self.ainvoke(
-                    input,
-                    thread_id=thread_id,
-                    context=context,
-                    decision=decision,
-                    decisions=decisions,
-                    callbacks=callbacks,
-                    actor=actor,
-                ),
-                what="Agent.invoke with MCP servers",
-            )
-        config = self._config(thread_id, callbacks)
-        resuming = input is None
-        graph_input = resume_input(self._graph, config, decision, decisions) if resuming else start_input(input)
-        output = self._graph.invoke(graph_input, config, context=context, durability=self._durability, version="v2")
-        return self._result(final_result(output, structured=self.output is not None), actor)
+        return self._result(self._invoke(input, thread_id, context, decision, decisions, callbacks), actor)
 
     async def ainvoke(
         self,
@@ -289,17 +228,8 @@ class Agent:
         actor: Any = None,
     ) -> RunResult:
         """Async twin of `invoke`."""
-        self._check(input, thread_id, decision, decisions)
-        config = self._config(thread_id, callbacks)
-        async with self._run_graph() as graph:
-            if input is None:
-                graph_input: Any = await aresume_input(graph, config, decision, decisions)
-            else:
-                graph_input = start_input(input)
-            output = await graph.ainvoke(
-                graph_input, config, context=context, durability=self._durability, version="v2"
-            )
-        return self._result(final_result(output, structured=self.output is not None), actor)
+        result = await self._ainvoke(input, thread_id, context, decision, decisions, callbacks)
+        return self._result(result, actor)
 
     # --- stream --------------------------------------------------------------------------------------------
 
@@ -321,20 +251,10 @@ class Agent:
         Chunks are text ``str``s and, when asked for, tool / reasoning / subagent events; a paused run ends
         with one interrupt chunk. Shapes: `ai_utils.client`. Arguments as in `invoke`.
         """
-        self._check(input, thread_id, decision, decisions)
         adapter = ChunkAdapter(
             show_tool_calls=show_tool_calls, show_reasoning=show_reasoning, show_subagents=show_subagents
         )
-        if self._graph is None:
-            return iterate_sync(
-                lambda: self._astream(input, self._config(thread_id, callbacks), context, decision, decisions, adapter),
-                what="Agent.stream with MCP servers",
-            )
-        config = self._config(thread_id, callbacks)
-        graph_input = (
-            start_input(input) if input is not None else resume_input(self._graph, config, decision, decisions)
-        )
-        return stream_run(self._graph, graph_input, config, adapter, context=context, durability=self._durability)
+        return self._stream(input, thread_id, context, decision, decisions, adapter, callbacks)
 
     def astream(
         self,
@@ -350,33 +270,7 @@ class Agent:
         callbacks: Sequence[BaseCallbackHandler] = (),
     ) -> AsyncIterator[StreamChunk]:
         """Async twin of `stream`."""
-        self._check(input, thread_id, decision, decisions)
         adapter = ChunkAdapter(
             show_tool_calls=show_tool_calls, show_reasoning=show_reasoning, show_subagents=show_subagents
         )
-        return self._astream(input, self._config(thread_id, callbacks), context, decision, decisions, adapter)
-
-    async def _astream(
-        self,
-        input: Any,
-        config: RunnableConfig,
-        context: Any,
-        decision: Decision | None,
-        decisions: Decisions | None,
-        adapter: ChunkAdapter,
-    ) -> AsyncIterator[StreamChunk]:
-        async with self._run_graph() as graph:
-            if input is None:
-                graph_input: Any = await aresume_input(graph, config, decision, decisions)
-            else:
-                graph_input = start_input(input)
-            chunks = astream_run(graph, graph_input, config, adapter, context=context, durability=self._durability)
-            try:
-                async for chunk in chunks:
-                    yield chunk
-            finally:
-                # A consumer that stops early must stop the graph run now, before the MCP sessions close;
-                # left to the garbage collector, the run would go on in the background for a while.
-                aclose = getattr(chunks, "aclose", None)
-                if aclose is not None:
-                    await aclose()
+        return self._astream(input, thread_id, context, decision, decisions, adapter, callbacks)

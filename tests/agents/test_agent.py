@@ -367,3 +367,11 @@ def test_actions_option_validates_directive_proposed_actions_for_the_actor() -> 
 
     with pytest.raises(UserError, match="output"):
         Agent(llm=FakeChatModel(["x"]), actions=registry, output=BaseModel)
+
+
+def test_pending_rebuilds_the_approval_card_after_a_page_reload(tools: list[Any]) -> None:
+    agent = approval_agent(tools, [MAIL, "Gesendet."])
+    paused = agent.invoke("Mail", thread_id="t")
+    assert agent.pending("t") == paused
+    agent.invoke(thread_id="t", decision="approve")
+    assert agent.pending("t") is None

@@ -1,0 +1,224 @@
+"""The run shells shared by the graph wrappers (`Agent`, `DeepAgent`): invoke, stream, MCP scope, pending.
+
+A subclass sets ``_owner``, ``checkpointer``, ``output``, ``_tools``, ``_servers``, ``_durability`` and
+``_graph`` (``None`` with MCP servers: their tools exist only per run) and implements ``_build(tools)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Durability
+from langgraph.types import Interrupt as GraphInterrupt
+from pydantic import BaseModel
+
+from ai_utils._utils import iterate_sync, run_sync
+from ai_utils.agents._runner import (
+    Decisions,
+    Interrupt,
+    RunResult,
+    aresume_input,
+    astream_run,
+    check_call,
+    final_result,
+    resume_input,
+    run_config,
+    start_input,
+    stream_run,
+)
+from ai_utils.client import Decision, StreamChunk
+from ai_utils.exceptions import UserError
+from ai_utils.streaming._adapter import ChunkAdapter
+from ai_utils.streaming._interrupts import interrupt_chunk
+from ai_utils.tools._mcp_config import MCPServer
+
+__all__ = ["Graph", "GraphRunner"]
+
+Graph = CompiledStateGraph[Any, Any, Any, Any]
+
+
+def _unique(interrupts: Sequence[GraphInterrupt]) -> list[GraphInterrupt]:
+    seen: dict[str, GraphInterrupt] = {}
+    for item in interrupts:
+        seen.setdefault(item.id, item)
+    return list(seen.values())
+
+
+class GraphRunner:
+    """Base of the graph wrappers: the sync/async run shells around `ai_utils.agents._runner`."""
+
+    _owner = "Agent"
+    checkpointer: Any
+    output: type[BaseModel] | None
+    callbacks: list[BaseCallbackHandler]
+    _tools: list[BaseTool]
+    _servers: Sequence[MCPServer]
+    _durability: Durability | None
+    _graph: Graph | None
+
+    def _build(self, tools: Sequence[BaseTool]) -> Graph:
+        raise NotImplementedError
+
+    @property
+    def graph(self) -> Graph:
+        """The compiled LangGraph graph (without MCP tools, which exist only during a run)."""
+        return self._graph if self._graph is not None else self._build(self._tools)
+
+    def _config(self, thread_id: str | None, callbacks: Sequence[BaseCallbackHandler]) -> RunnableConfig:
+        handlers = [*self.callbacks, *callbacks]
+        return run_config(thread_id, callbacks=handlers or None)
+
+    def _check(self, input: Any, thread_id: str | None, decision: Any, decisions: Any) -> None:
+        check_call(
+            owner=self._owner,
+            input=input,
+            thread_id=thread_id,
+            decision=decision,
+            decisions=decisions,
+            has_checkpointer=self.checkpointer is not None,
+        )
+
+    @contextlib.asynccontextmanager
+    async def _run_graph(self) -> AsyncIterator[Graph]:
+        """The graph for one run; with MCP servers, their sessions stay open until the run ends."""
+        if self._graph is not None:
+            yield self._graph
+            return
+        from ai_utils.tools.mcp import mcp_scope
+
+        async with mcp_scope(self._servers) as scope:
+            yield self._build([*self._tools, *scope.tools])
+
+    # --- pending -------------------------------------------------------------------------------------------
+
+    def _pending_config(self, thread_id: str) -> RunnableConfig:
+        if self.checkpointer is None:
+            raise UserError(
+                f"{self._owner}.pending reads the paused run from a checkpointer; create the agent with one."
+            )
+        return run_config(thread_id)
+
+    def pending(self, thread_id: str) -> Interrupt | None:
+        """The interrupt chunk the thread waits on (e.g. after a page reload), or ``None``.
+
+        Raises:
+            UserError: when the agent has no checkpointer to read from.
+        """
+        state = self.graph.get_state(self._pending_config(thread_id))
+        return interrupt_chunk(_unique(state.interrupts))
+
+    async def apending(self, thread_id: str) -> Interrupt | None:
+        """Async twin of `pending` (needed for async-only savers)."""
+        state = await self.graph.aget_state(self._pending_config(thread_id))
+        return interrupt_chunk(_unique(state.interrupts))
+
+    # --- run shells ----------------------------------------------------------------------------------------
+
+    def _invoke(
+        self,
+        input: Any,
+        thread_id: str | None,
+        context: Any,
+        decision: Decision | None,
+        decisions: Decisions | None,
+        callbacks: Sequence[BaseCallbackHandler],
+    ) -> RunResult:
+        self._check(input, thread_id, decision, decisions)
+        if self._graph is None:
+            return run_sync(
+                lambda: self._ainvoke(input, thread_id, context, decision, decisions, callbacks),
+                what=f"{self._owner}.invoke with MCP servers",
+            )
+        config = self._config(thread_id, callbacks)
+        graph_input = (
+            start_input(input) if input is not None else resume_input(self._graph, config, decision, decisions)
+        )
+        output = self._graph.invoke(graph_input, config, context=context, durability=self._durability, version="v2")
+        return final_result(output, structured=self.output is not None)
+
+    async def _ainvoke(
+        self,
+        input: Any,
+        thread_id: str | None,
+        context: Any,
+        decision: Decision | None,
+        decisions: Decisions | None,
+        callbacks: Sequence[BaseCallbackHandler],
+    ) -> RunResult:
+        self._check(input, thread_id, decision, decisions)
+        config = self._config(thread_id, callbacks)
+        async with self._run_graph() as graph:
+            if input is None:
+                graph_input: Any = await aresume_input(graph, config, decision, decisions)
+            else:
+                graph_input = start_input(input)
+            output = await graph.ainvoke(
+                graph_input, config, context=context, durability=self._durability, version="v2"
+            )
+        return final_result(output, structured=self.output is not None)
+
+    def _stream(
+        self,
+        input: Any,
+        thread_id: str | None,
+        context: Any,
+        decision: Decision | None,
+        decisions: Decisions | None,
+        adapter: ChunkAdapter,
+        callbacks: Sequence[BaseCallbackHandler],
+    ) -> Iterator[StreamChunk]:
+        self._check(input, thread_id, decision, decisions)
+        config = self._config(thread_id, callbacks)
+        if self._graph is None:
+            return iterate_sync(
+                lambda: self._astream_run(input, config, context, decision, decisions, adapter),
+                what=f"{self._owner}.stream with MCP servers",
+            )
+        graph_input = (
+            start_input(input) if input is not None else resume_input(self._graph, config, decision, decisions)
+        )
+        return stream_run(self._graph, graph_input, config, adapter, context=context, durability=self._durability)
+
+    def _astream(
+        self,
+        input: Any,
+        thread_id: str | None,
+        context: Any,
+        decision: Decision | None,
+        decisions: Decisions | None,
+        adapter: ChunkAdapter,
+        callbacks: Sequence[BaseCallbackHandler],
+    ) -> AsyncIterator[StreamChunk]:
+        self._check(input, thread_id, decision, decisions)
+        return self._astream_run(input, self._config(thread_id, callbacks), context, decision, decisions, adapter)
+
+    async def _astream_run(
+        self,
+        input: Any,
+        config: RunnableConfig,
+        context: Any,
+        decision: Decision | None,
+        decisions: Decisions | None,
+        adapter: ChunkAdapter,
+    ) -> AsyncIterator[StreamChunk]:
+        async with self._run_graph() as graph:
+            if input is None:
+                graph_input: Any = await aresume_input(graph, config, decision, decisions)
+            else:
+                graph_input = start_input(input)
+            chunks = astream_run(graph, graph_input, config, adapter, context=context, durability=self._durability)
+            try:
+                async for chunk in chunks:
+                    yield chunk
+            finally:
+                # A consumer that stops early must stop the graph run now, before the MCP sessions close;
+                # left to the garbage collector, the run would go on in the background for a while.
+                aclose = getattr(chunks, "aclose", None)
+                if aclose is not None:
+                    await aclose()

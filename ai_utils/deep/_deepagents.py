@@ -1,0 +1,13 @@
+"""The one place that imports `deepagents` (optional extra ``deep``)."""
+
+from __future__ import annotations
+
+from ai_utils._optional import missing_extra
+
+try:
+    from deepagents import create_deep_agent
+    from deepagents.middleware.filesystem import supports_execution
+except ImportError as _import_error:
+    raise missing_extra("deepagents", extra="deep", feature="DeepAgent") from _import_error
+
+__all__ = ["create_deep_agent", "supports_execution"]

@@ -1,0 +1,301 @@
+"""`DeepAgent`: a planning, file-using agent with subagents on `deepagents.create_deep_agent`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain.agents.middleware import TodoListMiddleware
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import BaseModel
+
+from ai_utils.agents._base import Graph, GraphRunner
+from ai_utils.agents._hitl import to_interrupt_on
+from ai_utils.agents._runner import Decisions, RunResult
+from ai_utils.client import Decision, StreamChunk
+from ai_utils.deep._deepagents import create_deep_agent, supports_execution
+from ai_utils.exceptions import UserError
+from ai_utils.streaming._adapter import ChunkAdapter
+from ai_utils.tools._mcp_config import MCPServer, describe_mcp_servers, normalize_mcp_servers
+from ai_utils.tools._normalize import check_unique, normalize_tools
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+__all__ = ["DeepAgent"]
+
+
+def _checkpointer(checkpointer: Any) -> Any:
+    if checkpointer is True:
+        return InMemorySaver()
+    if checkpointer is False:
+        return None
+    return checkpointer
+
+
+class DeepAgent(GraphRunner):
+    """A deep agent: plans with ``write_todos``, works in files, delegates to subagents via ``task``.
+
+    Example:
+        ```python
+        agent = DeepAgent(
+            llm=get_llm(),
+            prompt="You are a careful coder.",
+            backend=create_workspace_backend("./site", route="/workspace/"),
+            permissions=workspace_permissions("/workspace/"),
+            interrupt_on={"write_file": {"decisions": ["approve", "edit", "reject"], "question": "Write it?"}},
+        )
+        result = agent.invoke("Build an index.html", thread_id="t1")
+        if is_interrupt(result):
+            agent.invoke(thread_id="t1", decision="approve")
+        ```
+
+    Args:
+        prompt: the system prompt (deepagents adds its tool instructions after it).
+        llm: the chat model object; defaults to `ai_utils.get_llm()`. Subagents use it too unless they
+            name their own.
+        tools: `BaseTool`s and plain functions with docstrings, next to the built-in file tools.
+        output: a pydantic model; ``invoke`` then returns a validated instance.
+        checkpointer: ``True`` (default) keeps threads in memory; pass a saver (``sqlite_saver(path)``) to
+            survive restarts, or ``None``/``False`` for none. With one, every call needs a ``thread_id``.
+        backend: where the file tools work, an instance (``create_state_backend()``, default: files live in
+            the thread's state under ``files``).
+        permissions: deepagents ``FilesystemPermission`` rules (e.g. ``workspace_permissions("/workspace/")``).
+        interrupt_on: tools that need human approval:
+            ``{"write_file": {"decisions": ["approve", "edit", "reject"], "question": "Write it?"}}``.
+        agents_md: paths of AGENTS.md files on the backend, loaded as memory.
+        subagents: subagent specs (``{"name", "description", "system_prompt", ...}``) for the ``task`` tool.
+        skills: backend directories holding ``<skill>/SKILL.md`` folders.
+        middleware: more middleware, after deepagents' own and the planning middleware.
+        store: a LangGraph store (for ``StoreBackend`` and cross-thread memory).
+        name: the agent's name (graph name and stream metadata).
+        context_schema: the type of ``context`` that tools and middleware read.
+        mcp_server: one or more `MCPServer`s, as for `Agent`.
+        describe: what the agent is for (metadata only; not sent to the model).
+        callbacks: LangChain callback handlers for every run; ``invoke``/``stream`` take more per call.
+
+    Raises:
+        UserError: approval without a checkpointer, a backend class or factory instead of an instance, a bad
+            ``output``, duplicate tool names, or an ``interrupt_on`` key that names no tool.
+    """
+
+    _owner = "DeepAgent"
+
+    def __init__(
+        self,
+        *,
+        prompt: str | None = None,
+        llm: BaseChatModel | None = None,
+        tools: Sequence[BaseTool | Callable[..., Any]] = (),
+        output: type[BaseModel] | None = None,
+        checkpointer: Any = True,
+        backend: Any = None,
+        permissions: Sequence[Any] | None = None,
+        interrupt_on: Mapping[str, Any] | None = None,
+        agents_md: Sequence[str] | None = None,
+        subagents: Sequence[Any] | None = None,
+        skills: Sequence[str] | None = None,
+        middleware: Sequence[Any] = (),
+        store: Any = None,
+        name: str | None = None,
+        context_schema: type[Any] | None = None,
+        mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None = None,
+        describe: str | None = None,
+        callbacks: Sequence[BaseCallbackHandler] = (),
+    ) -> None:
+        if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
+            raise UserError(f"`output` must be a pydantic model class, got {output!r}.")
+        if backend is not None and (isinstance(backend, type) or not hasattr(backend, "read")):
+            raise UserError(
+                f"`backend` must be a backend instance, got {backend!r}. "
+                "Call the factory, e.g. `backend=create_state_backend()`."
+            )
+        self.checkpointer = _checkpointer(checkpointer)
+        if interrupt_on and self.checkpointer is None:
+            raise UserError(
+                "`interrupt_on` pauses runs for approval, which needs a checkpointer to resume from. "
+                "Keep the default `checkpointer=True` or pass a saver (e.g. sqlite_saver(...))."
+            )
+        if llm is None:
+            from ai_utils.llm import get_llm
+
+            llm = get_llm()
+        self.llm = llm
+        self.prompt = prompt
+        self.output = output
+        self.backend = backend
+        self.permissions = list(permissions) if permissions is not None else None
+        self.interrupt_on = dict(interrupt_on) if interrupt_on else None
+        self._interrupt_on = to_interrupt_on(interrupt_on) if interrupt_on else None
+        self.agents_md = list(agents_md) if agents_md is not None else None
+        self.subagents = list(subagents) if subagents is not None else None
+        self.skills = list(skills) if skills is not None else None
+        self.middleware = list(middleware)
+        self.store = store
+        self.name = name
+        self.context_schema = context_schema
+        self.describe = describe
+        self.callbacks = list(callbacks)
+        self._durability: Any = "sync" if self.checkpointer is not None else None
+        self._tools = normalize_tools(tools)
+        self._servers = normalize_mcp_servers(mcp_server)
+        if self._servers:
+            import ai_utils.tools.mcp  # noqa: F401  # fail now, not mid-run, when the `mcp` extra is missing
+        self._graph: Graph | None = None
+        self._rebuild()
+
+    # --- building ----------------------------------------------------------------------------------------
+
+    @property
+    def system_prompt(self) -> str | None:
+        """Our part of the system prompt: ``prompt`` plus the MCP servers' descriptions."""
+        parts = [p for p in (self.prompt, describe_mcp_servers(self._servers)) if p]
+        return "\n\n".join(parts) or None
+
+    @property
+    def tools(self) -> list[BaseTool]:
+        """The agent's own tools (without the built-in ones and MCP tools)."""
+        return list(self._tools)
+
+    @property
+    def current_tools(self) -> list[str]:
+        """Names of the tools the model is offered: built-in file/plan/``task`` tools and the agent's own."""
+        node = self.graph.nodes["tools"].bound
+        names = list(getattr(node, "tools_by_name", {}))
+        # deepagents registers `execute` always but hides it from the model unless the backend can run commands.
+        if self.backend is None or not supports_execution(self.backend):
+            names = [n for n in names if n != "execute"]
+        return names
+
+    def add_tool(self, tool: BaseTool | Callable[..., Any]) -> None:
+        """Add one tool; the graph is rebuilt.
+
+        Raises:
+            UserError: when a tool of that name exists already.
+        """
+        tools = [*self._tools, *normalize_tools([tool])]
+        check_unique(t.name for t in tools)
+        self._tools = tools
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        graph = self._build(self._tools)
+        if self._interrupt_on and not self._servers:
+            known = set(graph.nodes["tools"].bound.tools_by_name)  # type: ignore[attr-defined]
+            unknown = sorted(set(self._interrupt_on) - known)
+            if unknown:
+                raise UserError(
+                    f"interrupt_on names tools the agent does not have: {unknown!r}; known tools: {sorted(known)!r}."
+                )
+        # MCP tools live in per-run sessions, so those runs build their own graph.
+        self._graph = None if self._servers else graph
+
+    def _build(self, tools: Sequence[BaseTool]) -> Graph:
+        check_unique(t.name for t in tools)
+        graph: Graph = create_deep_agent(
+            model=self.llm,
+            tools=list(tools),
+            system_prompt=self.system_prompt,
+            middleware=[TodoListMiddleware(), *self.middleware],
+            subagents=self.subagents,
+            skills=self.skills,
+            memory=self.agents_md,
+            permissions=self.permissions,
+            backend=self.backend,
+            interrupt_on=self._interrupt_on,
+            response_format=self.output,
+            context_schema=self.context_schema,
+            checkpointer=self.checkpointer,
+            store=self.store,
+            name=self.name,
+        )
+        return graph
+
+    # --- invoke --------------------------------------------------------------------------------------------
+
+    def invoke(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        context: Any = None,
+        decision: Decision | None = None,
+        decisions: Decisions | None = None,
+        callbacks: Sequence[BaseCallbackHandler] = (),
+    ) -> RunResult:
+        """Run one turn (or resume a paused one) to the end.
+
+        Args:
+            input: the user's message.
+            thread_id: the conversation (required with a checkpointer, i.e. by default).
+            context: run-time context for tools and middleware; never stored in checkpoints.
+            decision: the answer to a pending approval: ``"approve"``, ``"reject"``,
+                ``{"type": "reject", "message": ...}``, ``{"type": "edit", "args": {...}}``,
+                ``{"type": "respond", "message": ...}``.
+            decisions: one answer per pending item (list in order, or mapping by item id).
+            callbacks: LangChain callback handlers for this run.
+
+        Returns:
+            The answer text, the ``output`` model instance, or an interrupt chunk when a tool waits for approval.
+        """
+        return self._invoke(input, thread_id, context, decision, decisions, callbacks)
+
+    async def ainvoke(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        context: Any = None,
+        decision: Decision | None = None,
+        decisions: Decisions | None = None,
+        callbacks: Sequence[BaseCallbackHandler] = (),
+    ) -> RunResult:
+        """Async twin of `invoke`."""
+        return await self._ainvoke(input, thread_id, context, decision, decisions, callbacks)
+
+    # --- stream --------------------------------------------------------------------------------------------
+
+    def stream(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        context: Any = None,
+        decision: Decision | None = None,
+        decisions: Decisions | None = None,
+        show_tool_calls: bool = False,
+        show_reasoning: bool = False,
+        show_subagents: bool = False,
+        callbacks: Sequence[BaseCallbackHandler] = (),
+    ) -> Iterator[StreamChunk]:
+        """Run one turn (or resume one) and yield its chunks as they come.
+
+        Text ``str``s and, when asked for, tool / reasoning / subagent events (``{"kind": "subagent", "text",
+        "namespace", "name"}``); a paused run ends with one interrupt chunk, also when a subagent paused.
+        Arguments as in `invoke`.
+        """
+        adapter = ChunkAdapter(
+            show_tool_calls=show_tool_calls, show_reasoning=show_reasoning, show_subagents=show_subagents
+        )
+        return self._stream(input, thread_id, context, decision, decisions, adapter, callbacks)
+
+    def astream(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        context: Any = None,
+        decision: Decision | None = None,
+        decisions: Decisions | None = None,
+        show_tool_calls: bool = False,
+        show_reasoning: bool = False,
+        show_subagents: bool = False,
+        callbacks: Sequence[BaseCallbackHandler] = (),
+    ) -> AsyncIterator[StreamChunk]:
+        """Async twin of `stream`."""
+        adapter = ChunkAdapter(
+            show_tool_calls=show_tool_calls, show_reasoning=show_reasoning, show_subagents=show_subagents
+        )
+        return self._astream(input, thread_id, context, decision, decisions, adapter, callbacks)

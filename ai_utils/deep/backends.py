@@ -1,0 +1,343 @@
+"""Backends for `DeepAgent`: where its files live and where ``execute`` runs.
+
+The workspace backends are deepagents ``CompositeBackend``s: ``route`` (``/workspace/``) maps to
+``root_dir`` on disk (``/workspace/x.txt`` is ``<root_dir>/x.txt``; ``..``, ``~`` and symlinks out of
+``root_dir`` are refused), every other path is refused, and ``execute`` (if any) runs in the
+workspace. Because all ``workspace_permissions`` rules lie inside the route, deepagents accepts
+them with the shell backends too.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ai_utils._optional import missing_extra
+from ai_utils.deep._sandbox import BwrapSandboxBackend, run_limited
+from ai_utils.deep.permissions import CommandPolicy, normalize_route, to_host_command
+from ai_utils.exceptions import UserError
+
+try:
+    from deepagents.backends import CompositeBackend, FilesystemBackend, LocalShellBackend, StateBackend
+    from deepagents.backends.protocol import (
+        BackendProtocol,
+        DeleteResult,
+        EditResult,
+        ExecuteResponse,
+        FileDownloadResponse,
+        FileUploadResponse,
+        GlobResult,
+        GrepResult,
+        LsResult,
+        ReadResult,
+        SandboxBackendProtocol,
+        WriteResult,
+    )
+except ImportError as _import_error:
+    raise missing_extra("deepagents", extra="deep", feature="the DeepAgent backends") from _import_error
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from deepagents.middleware.filesystem import FilesystemPermission
+
+__all__ = [
+    "BwrapSandboxBackend",
+    "create_filesystem_backend",
+    "create_local_shell_backend",
+    "create_sandbox_backend",
+    "create_state_backend",
+    "create_workspace_backend",
+    "sandbox_shell_prompt",
+]
+
+_log = logging.getLogger(__name__)
+# deepagents keeps evicted large tool results and offloaded history here; they stay in graph state.
+_INTERNAL_PREFIXES = ("/large_tool_results/", "/conversation_history/")
+_RESERVED_MOUNTS = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/dev", "/tmp")
+_warned_local_shell = False
+
+
+class _RouteOnlyState(StateBackend):
+    """Graph-state backend that refuses every path outside the workspace route.
+
+    Only deepagents' own internal paths (evicted tool results) are stored, in graph state.
+    """
+
+    def __init__(self, route: str) -> None:
+        super().__init__()
+        self._route = route
+
+    @property
+    def route(self) -> str:
+        """The workspace prefix."""
+        return self._route
+
+    def _refusal(self, path: str | None) -> str | None:
+        if path is not None and path.startswith(_INTERNAL_PREFIXES):
+            return None
+        return f"Error: {path!r} is outside the workspace; only paths under {self._route} are accessible."
+
+    def ls(self, path: str) -> LsResult:
+        if path == "/":
+            return LsResult(entries=[])
+        error = self._refusal(path)
+        return super().ls(path) if error is None else LsResult(error=error)
+
+    def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
+        error = self._refusal(file_path)
+        return super().read(file_path, offset, limit) if error is None else ReadResult(error=error)
+
+    def write(self, file_path: str, content: str) -> WriteResult:
+        error = self._refusal(file_path)
+        return super().write(file_path, content) if error is None else WriteResult(error=error)
+
+    def edit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:
+        error = self._refusal(file_path)
+        return (
+            super().edit(file_path, old_string, new_string, replace_all) if error is None else EditResult(error=error)
+        )
+
+    def delete(self, file_path: str) -> DeleteResult:
+        error = self._refusal(file_path)
+        return super().delete(file_path) if error is None else DeleteResult(error=error)
+
+    def grep(
+        self,
+        pattern: str,
+        path: str | None = None,
+        glob: str | None = None,
+        *,
+        max_count: int | None = None,
+        context_lines: int = 0,
+    ) -> GrepResult:
+        if path in (None, "/"):
+            return GrepResult(matches=[])
+        error = self._refusal(path)
+        return super().grep(pattern, path, glob, max_count=max_count) if error is None else GrepResult(error=error)
+
+    async def agrep(
+        self,
+        pattern: str,
+        path: str | None = None,
+        glob: str | None = None,
+        *,
+        max_count: int | None = None,
+        context_lines: int = 0,
+    ) -> GrepResult:
+        # The protocol's default runs our sync grep in a thread; FilesystemBackend's would search the disk.
+        return await BackendProtocol.agrep(self, pattern, path, glob, max_count=max_count)
+
+    def glob(self, pattern: str, path: str | None = None) -> GlobResult:
+        if path in (None, "/"):
+            return GlobResult(matches=[])
+        error = self._refusal(path)
+        return super().glob(pattern, path) if error is None else GlobResult(error=error)
+
+    def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+        allowed = [(path, data) for path, data in files if self._refusal(path) is None]
+        done = {r.path: r for r in super().upload_files(allowed)} if allowed else {}
+        return [done.get(path) or FileUploadResponse(path=path, error="permission_denied") for path, _ in files]
+
+    def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
+        allowed = [path for path in paths if self._refusal(path) is None]
+        done = {r.path: r for r in super().download_files(allowed)} if allowed else {}
+        return [done.get(path) or FileDownloadResponse(path=path, error="permission_denied") for path in paths]
+
+
+class _SandboxShell(_RouteOnlyState, SandboxBackendProtocol):
+    """`_RouteOnlyState` plus ``execute`` through a runner (the composite sends ``execute`` to its default)."""
+
+    def __init__(self, route: str, runner: Callable[[str, int | None], ExecuteResponse], id_prefix: str) -> None:
+        super().__init__(route)
+        self._runner = runner
+        self._id = f"{id_prefix}-{uuid.uuid4().hex[:8]}"
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
+        if not command or not isinstance(command, str):
+            return ExecuteResponse(output="Error: command must be a non-empty string.", exit_code=1, truncated=False)
+        return self._runner(command, timeout)
+
+
+class _HostShell(_RouteOnlyState, LocalShellBackend):
+    """`_RouteOnlyState` plus the confined host shell.
+
+    It is a ``LocalShellBackend`` so that deepagents tells the model the true path mapping
+    (``/workspace/x`` is ``<root_dir>/x`` in the shell); its own ``execute`` replaces deepagents'
+    unrestricted one.
+    """
+
+    def __init__(self, route: str, root: Path, runner: Callable[[str, int | None], ExecuteResponse]) -> None:
+        _RouteOnlyState.__init__(self, route)
+        LocalShellBackend.__init__(self, root_dir=root, virtual_mode=True)
+        self._runner = runner
+
+    def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
+        if not command or not isinstance(command, str):
+            return ExecuteResponse(output="Error: command must be a non-empty string.", exit_code=1, truncated=False)
+        return self._runner(command, timeout)
+
+
+def sandbox_shell_prompt(backend: object) -> str:
+    """System-prompt text that tells the model how paths work in a `create_sandbox_backend` shell.
+
+    deepagents describes every route as "not accessible from the shell" unless the shell is its own
+    ``LocalShellBackend``; in our sandbox the route *is* mounted at the same path. Append this text
+    to the system prompt (it is empty for any other backend).
+
+    Args:
+        backend: the agent's backend.
+
+    Returns:
+        The prompt section, or ``""``.
+    """
+    if not (isinstance(backend, CompositeBackend) and isinstance(backend.default, _SandboxShell)):
+        return ""
+    route = backend.default.route
+    return (
+        "## Sandbox shell\n\n"
+        f"The `execute` tool runs in an isolated sandbox whose working directory is `{route.rstrip('/')}`. "
+        f"Paths under `{route}` from the file tools are the same files in shell commands, so `{route}` IS "
+        "accessible from the shell (this overrides any note above saying otherwise). "
+        "The sandbox has no network and cannot see other host files."
+    )
+
+
+def create_state_backend() -> StateBackend:
+    """Files in the graph state (per thread, checkpointed, never on disk) — deepagents' default.
+
+    Returns:
+        A deepagents ``StateBackend``.
+    """
+    return StateBackend()
+
+
+def create_filesystem_backend(root_dir: str | Path) -> FilesystemBackend:
+    """Files on disk under ``root_dir``, which the agent sees as ``/`` (``..``/``~``/symlinks out refused).
+
+    Args:
+        root_dir: the folder; created if missing.
+
+    Returns:
+        A deepagents ``FilesystemBackend`` with ``virtual_mode=True``.
+    """
+    root = Path(root_dir).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    return FilesystemBackend(root_dir=root, virtual_mode=True)
+
+
+def create_workspace_backend(root_dir: str | Path, route: str = "/workspace/") -> CompositeBackend:
+    """``route`` on disk at ``root_dir``; every other path is refused; no ``execute``.
+
+    Args:
+        root_dir: the host folder; created if missing.
+        route: the prefix the agent sees.
+
+    Returns:
+        A deepagents ``CompositeBackend``.
+    """
+    prefix = normalize_route(route)
+    return CompositeBackend(default=_RouteOnlyState(prefix), routes={prefix: create_filesystem_backend(root_dir)})
+
+
+def create_local_shell_backend(
+    root_dir: str | Path,
+    route: str = "/workspace/",
+    *,
+    policy: CommandPolicy | None = None,
+    permissions: Sequence[FilesystemPermission] = (),
+    timeout: float = 120,
+    max_output_bytes: int = 100_000,
+    env: dict[str, str] | None = None,
+) -> CompositeBackend:
+    """The workspace backend plus ``execute`` in a HOST shell — for local development only.
+
+    Commands run on this machine with the server's user rights, cwd ``root_dir``, an environment of
+    only ``PATH``, ``HOME=<root_dir>`` and ``LANG`` (plus ``env``), a time limit (the process group
+    is killed) and an output limit. Each command is first checked by ``policy``
+    (`ai_utils.deep.permissions.CommandPolicy`; default: any program, workspace paths only) and
+    against the deny rules in ``permissions``; refusals come back to the model as an error result.
+    That check is lexical: it is NOT a sandbox (see `ai_utils.deep.permissions`). Use
+    `create_sandbox_backend` for untrusted code. A warning is logged once per process.
+
+    Args:
+        root_dir: the host folder; created if missing.
+        route: the prefix the agent sees.
+        policy: the command policy.
+        permissions: file rules whose deny entries also refuse commands (pass the same list as
+            ``DeepAgent(permissions=...)``).
+        timeout: default seconds per command.
+        max_output_bytes: output kept per command.
+        env: extra environment variables for commands.
+
+    Returns:
+        A deepagents ``CompositeBackend`` that supports ``execute``.
+    """
+    global _warned_local_shell
+    if not _warned_local_shell:
+        _log.warning("create_local_shell_backend runs commands on the host (dev only); it is not a sandbox.")
+        _warned_local_shell = True
+    prefix = normalize_route(route)
+    files = create_filesystem_backend(root_dir)
+    root = files.cwd
+    checker = policy or CommandPolicy()
+    rules = list(permissions)
+    run_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(root), "LANG": "C.UTF-8", **(env or {})}
+
+    def run(command: str, command_timeout: int | None) -> ExecuteResponse:
+        refusal = checker.check(command, root_dir=root, route=prefix, permissions=rules)
+        if refusal is not None:
+            return ExecuteResponse(output=f"Error: {refusal}", exit_code=126, truncated=False)
+        host_command = to_host_command(command, root_dir=root, route=prefix)
+        limit = timeout if command_timeout is None or command_timeout <= 0 else command_timeout
+        argv = ["/bin/sh", "-c", host_command]
+        return run_limited(argv, cwd=root, env=run_env, timeout=limit, max_output_bytes=max_output_bytes)
+
+    return CompositeBackend(default=_HostShell(prefix, root, run), routes={prefix: files})
+
+
+def create_sandbox_backend(
+    root_dir: str | Path,
+    route: str = "/workspace/",
+    *,
+    timeout: float = 120,
+    max_output_bytes: int = 100_000,
+    **options: Any,
+) -> CompositeBackend:
+    """The workspace backend plus ``execute`` in an isolated bubblewrap sandbox.
+
+    Each command runs in a fresh ``bwrap`` container (see `BwrapSandboxBackend`): no network, no
+    host filesystem except read-only system folders, ``root_dir`` mounted read-write at ``route``
+    (its working directory), so ``/workspace/x`` means the same file for file tools and commands.
+    Needs the ``bubblewrap`` package (``apt-get install bubblewrap``).
+
+    Args:
+        root_dir: the host folder; created if missing.
+        route: the prefix the agent sees and the mount point inside the sandbox.
+        timeout: default seconds per command.
+        max_output_bytes: output kept per command.
+        **options: passed to `BwrapSandboxBackend` (``bwrap=`` path).
+
+    Returns:
+        A deepagents ``CompositeBackend`` that supports ``execute``.
+
+    Raises:
+        UserError: ``bwrap`` is missing or ``route`` would hide a system folder.
+    """
+    prefix = normalize_route(route)
+    mount = prefix.rstrip("/")
+    if mount.startswith(_RESERVED_MOUNTS):
+        msg = f"route {route!r} would cover a system folder in the sandbox; pass e.g. route='/workspace/'."
+        raise UserError(msg)
+    sandbox = BwrapSandboxBackend(root_dir, timeout=timeout, max_output_bytes=max_output_bytes, mount=mount, **options)
+
+    def run(command: str, command_timeout: int | None) -> ExecuteResponse:
+        return sandbox.execute(command, timeout=command_timeout)
+
+    return CompositeBackend(default=_SandboxShell(prefix, run, "bwrap"), routes={prefix: sandbox})
