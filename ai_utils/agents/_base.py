@@ -120,6 +120,50 @@ class GraphRunner:
 
     # --- run shells ----------------------------------------------------------------------------------------
 
+    # --- public stream pair (each wrapper has its own invoke) ---------------------------------------
+
+    def stream(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        context: Any = None,
+        decision: Decision | None = None,
+        decisions: Decisions | None = None,
+        show_tool_calls: bool = False,
+        show_reasoning: bool = False,
+        show_subagents: bool = False,
+        callbacks: Sequence[BaseCallbackHandler] = (),
+    ) -> Iterator[StreamChunk]:
+        """Run one turn (or resume one) and yield its chunks as they come.
+
+        Text ``str``s and, when asked for, tool / reasoning / subagent events (shapes: `ai_utils.client`); a
+        paused run ends with one interrupt chunk, also when a subagent paused. Arguments as in `invoke`.
+        """
+        adapter = ChunkAdapter(
+            show_tool_calls=show_tool_calls, show_reasoning=show_reasoning, show_subagents=show_subagents
+        )
+        return self._stream(input, thread_id, context, decision, decisions, adapter, callbacks)
+
+    def astream(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        context: Any = None,
+        decision: Decision | None = None,
+        decisions: Decisions | None = None,
+        show_tool_calls: bool = False,
+        show_reasoning: bool = False,
+        show_subagents: bool = False,
+        callbacks: Sequence[BaseCallbackHandler] = (),
+    ) -> AsyncIterator[StreamChunk]:
+        """Async twin of `stream`."""
+        adapter = ChunkAdapter(
+            show_tool_calls=show_tool_calls, show_reasoning=show_reasoning, show_subagents=show_subagents
+        )
+        return self._astream(input, thread_id, context, decision, decisions, adapter, callbacks)
+
     def _invoke(
         self,
         input: Any,

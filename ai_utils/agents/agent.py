@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain.agents import create_agent
@@ -19,9 +19,8 @@ from ai_utils.agents._runner import (
     RunResult,
 )
 from ai_utils.agents._state import AgentState
-from ai_utils.client import Decision, StreamChunk
+from ai_utils.client import Decision
 from ai_utils.exceptions import UserError
-from ai_utils.streaming._adapter import ChunkAdapter
 from ai_utils.tools._mcp_config import MCPServer, describe_mcp_servers, normalize_mcp_servers
 from ai_utils.tools._normalize import check_unique, normalize_tools
 
@@ -230,47 +229,3 @@ class Agent(GraphRunner):
         """Async twin of `invoke`."""
         result = await self._ainvoke(input, thread_id, context, decision, decisions, callbacks)
         return self._result(result, actor)
-
-    # --- stream --------------------------------------------------------------------------------------------
-
-    def stream(
-        self,
-        input: Any = None,
-        *,
-        thread_id: str | None = None,
-        context: Any = None,
-        decision: Decision | None = None,
-        decisions: Decisions | None = None,
-        show_tool_calls: bool = False,
-        show_reasoning: bool = False,
-        show_subagents: bool = False,
-        callbacks: Sequence[BaseCallbackHandler] = (),
-    ) -> Iterator[StreamChunk]:
-        """Run one turn (or resume one) and yield its chunks as they come.
-
-        Chunks are text ``str``s and, when asked for, tool / reasoning / subagent events; a paused run ends
-        with one interrupt chunk. Shapes: `ai_utils.client`. Arguments as in `invoke`.
-        """
-        adapter = ChunkAdapter(
-            show_tool_calls=show_tool_calls, show_reasoning=show_reasoning, show_subagents=show_subagents
-        )
-        return self._stream(input, thread_id, context, decision, decisions, adapter, callbacks)
-
-    def astream(
-        self,
-        input: Any = None,
-        *,
-        thread_id: str | None = None,
-        context: Any = None,
-        decision: Decision | None = None,
-        decisions: Decisions | None = None,
-        show_tool_calls: bool = False,
-        show_reasoning: bool = False,
-        show_subagents: bool = False,
-        callbacks: Sequence[BaseCallbackHandler] = (),
-    ) -> AsyncIterator[StreamChunk]:
-        """Async twin of `stream`."""
-        adapter = ChunkAdapter(
-            show_tool_calls=show_tool_calls, show_reasoning=show_reasoning, show_subagents=show_subagents
-        )
-        return self._astream(input, thread_id, context, decision, decisions, adapter, callbacks)

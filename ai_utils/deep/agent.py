@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import TodoListMiddleware
@@ -14,10 +14,9 @@ from pydantic import BaseModel
 from ai_utils.agents._base import Graph, GraphRunner
 from ai_utils.agents._hitl import to_interrupt_on
 from ai_utils.agents._runner import Decisions, RunResult
-from ai_utils.client import Decision, StreamChunk
+from ai_utils.client import Decision
 from ai_utils.deep._deepagents import create_deep_agent, supports_execution
 from ai_utils.exceptions import UserError
-from ai_utils.streaming._adapter import ChunkAdapter
 from ai_utils.tools._mcp_config import MCPServer, describe_mcp_servers, normalize_mcp_servers
 from ai_utils.tools._normalize import check_unique, normalize_tools
 
@@ -254,48 +253,3 @@ class DeepAgent(GraphRunner):
     ) -> RunResult:
         """Async twin of `invoke`."""
         return await self._ainvoke(input, thread_id, context, decision, decisions, callbacks)
-
-    # --- stream --------------------------------------------------------------------------------------------
-
-    def stream(
-        self,
-        input: Any = None,
-        *,
-        thread_id: str | None = None,
-        context: Any = None,
-        decision: Decision | None = None,
-        decisions: Decisions | None = None,
-        show_tool_calls: bool = False,
-        show_reasoning: bool = False,
-        show_subagents: bool = False,
-        callbacks: Sequence[BaseCallbackHandler] = (),
-    ) -> Iterator[StreamChunk]:
-        """Run one turn (or resume one) and yield its chunks as they come.
-
-        Text ``str``s and, when asked for, tool / reasoning / subagent events (``{"kind": "subagent", "text",
-        "namespace", "name"}``); a paused run ends with one interrupt chunk, also when a subagent paused.
-        Arguments as in `invoke`.
-        """
-        adapter = ChunkAdapter(
-            show_tool_calls=show_tool_calls, show_reasoning=show_reasoning, show_subagents=show_subagents
-        )
-        return self._stream(input, thread_id, context, decision, decisions, adapter, callbacks)
-
-    def astream(
-        self,
-        input: Any = None,
-        *,
-        thread_id: str | None = None,
-        context: Any = None,
-        decision: Decision | None = None,
-        decisions: Decisions | None = None,
-        show_tool_calls: bool = False,
-        show_reasoning: bool = False,
-        show_subagents: bool = False,
-        callbacks: Sequence[BaseCallbackHandler] = (),
-    ) -> AsyncIterator[StreamChunk]:
-        """Async twin of `stream`."""
-        adapter = ChunkAdapter(
-            show_tool_calls=show_tool_calls, show_reasoning=show_reasoning, show_subagents=show_subagents
-        )
-        return self._astream(input, thread_id, context, decision, decisions, adapter, callbacks)
