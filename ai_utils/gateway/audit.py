@@ -91,7 +91,26 @@ class AuditEntry:
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(AuditEntry))
 _JSON_FIELDS = frozenset({"actor", "usage", "tools_requested", "tools_used", "policy_decisions", "metadata"})
 # Same text as ``json.dumps(value, default=str)``, without building a new encoder per value (six per row).
-_to_json = json.JSONEncoder(default=str).encode
+_stdlib_to_json = json.JSONEncoder(default=str).encode
+
+try:
+    import orjson
+except ImportError:  # pragma: no cover - orjson comes with langsmith; the stdlib path is tested directly
+    orjson = None  # type: ignore[assignment]
+
+
+# Dates go through ``default=str`` as with the stdlib, so both paths store the same text.
+_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME if orjson is not None else 0
+
+
+def _to_json(value: Any) -> str:
+    # orjson: six fields per row, on the model call's path; the stdlib takes what orjson refuses (huge ints).
+    if orjson is not None:
+        try:
+            return orjson.dumps(value, default=str, option=_ORJSON_OPTIONS).decode()
+        except TypeError:
+            pass
+    return _stdlib_to_json(value)
 
 
 @runtime_checkable
@@ -181,11 +200,16 @@ class JsonlAuditSink:
             return [json.loads(line) for line in fh if line.strip()]
 
 
-def _sql_value(entry: AuditEntry, name: str) -> Any:
-    value = getattr(entry, name)
-    if name in _JSON_FIELDS:
-        return _to_json(value)
-    return value.isoformat() if name == "created_at" else value
+def _sql_values(entry: AuditEntry) -> list[Any]:
+    values = [getattr(entry, name) for name in FIELD_NAMES]
+    for index in _JSON_INDEXES:
+        values[index] = _to_json(values[index])
+    values[_CREATED_AT] = entry.created_at.isoformat()
+    return values
+
+
+_JSON_INDEXES = tuple(i for i, name in enumerate(FIELD_NAMES) if name in _JSON_FIELDS)
+_CREATED_AT = FIELD_NAMES.index("created_at")
 
 
 class SqliteAuditSink:
@@ -225,7 +249,7 @@ class SqliteAuditSink:
         Args:
             entry: the row.
         """
-        values = [_sql_value(entry, name) for name in FIELD_NAMES]
+        values = _sql_values(entry)
         with self._lock:
             self._conn.execute(self._insert, values)
 

@@ -94,6 +94,16 @@ def test_sqlite_sink_stores_rows_durably_in_wal_mode(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_sqlite_sink_keeps_unicode_and_huge_numbers_in_json_fields(tmp_path: Path) -> None:
+    sink = SqliteAuditSink(tmp_path / "audit.db")
+    sink.write(_entry("a", metadata={"kunde": "Müller", "when": MOMENT}))
+    sink.write(_entry("b", metadata={"big": 2**70, "when": MOMENT}))
+    assert [row["metadata"] for row in sink.read()] == [
+        {"kunde": "Müller", "when": str(MOMENT)},
+        {"big": 2**70, "when": str(MOMENT)},
+    ]
+
+
 def test_sqlite_sink_rejects_duplicate_request_ids_so_the_gateway_reports_them(tmp_path: Path) -> None:
     sink = SqliteAuditSink(tmp_path / "a.db")
     sink.write(_entry("a"))

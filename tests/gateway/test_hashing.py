@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -48,3 +50,15 @@ def test_truncate_never_exceeds_max_length() -> None:
 
 def test_truncate_renders_non_strings_as_json() -> None:
     assert truncate_for_audit({"b": 1, "a": [1]}) == '{"a":[1],"b":1}'
+
+
+def test_hash_is_sha256_of_sorted_compact_json() -> None:
+    value = {"b": [1, 2.5, "Grüße", None], "a": {"y": True, "x": "ok"}, "n": -7}
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert hash_canonical(value) == hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_hash_takes_integers_beyond_64_bits() -> None:
+    big = {"n": 2**70, "m": "x"}
+    assert hash_canonical(big) == hashlib.sha256(b'{"m":"x","n":1180591620717411303424}').hexdigest()
+    assert hash_canonical(big) != hash_canonical({"n": 2**70 + 1, "m": "x"})
