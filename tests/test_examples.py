@@ -21,6 +21,7 @@ EXPECTED = {
     "chain_structured.py": "Brief: title='NoteAI'",
     "magic_funcs.py": "extract   -> Person(name='Max', age=30)",
     "agent_memory_approval.py": "outbox: ['to bob@example.com: Meeting moved to 3 pm.']",
+    "deep_agent.py": "files in the workspace folder: ['index.html']",
     "jev_tool_caller.py": "return: cancel_order (confidence 0.80) -> order B-42 cancelled",
     "rag_search.py": "[tool:end] search_docs → Die Frühschicht beginnt um 6 Uhr",
     "mcp_tools.py": "[tool:end] echo__add → 42",
