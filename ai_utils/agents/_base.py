@@ -1,7 +1,9 @@
 """The run shells shared by the graph wrappers (`Agent`, `DeepAgent`): invoke, stream, MCP scope, pending.
 
 A subclass sets ``_owner``, ``checkpointer``, ``output``, ``_tools``, ``_servers``, ``_durability`` and
-``_graph`` (``None`` with MCP servers: their tools exist only per run) and implements ``_build(tools)``.
+``_graph`` (``None`` with MCP servers: their sessions exist only per run) and implements ``_build(tools)``.
+With MCP servers the graph is built on the first run, with tools routed to the sessions of whichever run calls
+them, and kept until the servers list different tools.
 """
 
 from __future__ import annotations
@@ -61,14 +63,34 @@ class GraphRunner:
     _servers: Sequence[MCPServer]
     _durability: Durability | None
     _graph: Graph | None
+    # With MCP servers: the graph of the latest run and the MCP tool signature it was built for.
+    _mcp_graph: tuple[Any, Graph] | None = None
+    # Tool names in ``interrupt_on``: each must name a tool of the built graph.
+    _gated: tuple[str, ...] = ()
 
     def _build(self, tools: Sequence[BaseTool]) -> Graph:
         raise NotImplementedError
 
+    def _check_gated(self, graph: Graph) -> Graph:
+        """``graph``, once every ``interrupt_on`` key is known to name one of its tools (else `UserError`)."""
+        if not self._gated:
+            return graph
+        node = graph.nodes.get("tools")
+        known = set(getattr(node.bound, "tools_by_name", {})) if node is not None else set()
+        unknown = sorted(set(self._gated) - known)
+        if unknown:
+            raise UserError(
+                f"interrupt_on names tools the {self._owner} does not have: {unknown!r}; known tools: "
+                f"{sorted(known)!r}. Fix the name (MCP tools are named `<server>__<tool>`) or add the tool."
+            )
+        return graph
+
     @property
     def graph(self) -> Graph:
-        """The compiled LangGraph graph (without MCP tools, which exist only during a run)."""
-        return self._graph if self._graph is not None else self._build(self._tools)
+        """The compiled LangGraph graph (with MCP servers: the latest run's, or one without their tools)."""
+        if self._graph is not None:
+            return self._graph
+        return self._mcp_graph[1] if self._mcp_graph is not None else self._build(self._tools)
 
     def _config(self, thread_id: str | None, callbacks: Sequence[BaseCallbackHandler]) -> RunnableConfig:
         handlers = [*self.callbacks, *callbacks]
@@ -85,15 +107,22 @@ class GraphRunner:
         )
 
     @contextlib.asynccontextmanager
-    async def _run_graph(self) -> AsyncIterator[Graph]:
-        """The graph for one run; with MCP servers, their sessions stay open until the run ends."""
+    async def _run_graph(self, config: RunnableConfig) -> AsyncIterator[tuple[Graph, RunnableConfig]]:
+        """The graph and config for one run; with MCP servers, their sessions stay open until the run ends."""
         if self._graph is not None:
-            yield self._graph
+            yield self._graph, config
             return
         from ai_utils.tools.mcp import mcp_scope
 
         async with mcp_scope(self._servers) as scope:
-            yield self._build([*self._tools, *scope.tools])
+            cached = self._mcp_graph
+            if cached is not None and cached[0] == scope.signature:
+                graph = cached[1]
+            else:
+                # Built once per tool listing, not per run (deepagents takes 13-19 ms to build a graph).
+                graph = self._check_gated(self._build([*self._tools, *scope.routed_tools()]))
+                self._mcp_graph = (scope.signature, graph)
+            yield graph, scope.bind(config)
 
     # --- pending -------------------------------------------------------------------------------------------
 
@@ -196,8 +225,7 @@ class GraphRunner:
         callbacks: Sequence[BaseCallbackHandler],
     ) -> RunResult:
         self._check(input, thread_id, decision, decisions)
-        config = self._config(thread_id, callbacks)
-        async with self._run_graph() as graph:
+        async with self._run_graph(self._config(thread_id, callbacks)) as (graph, config):
             if input is None:
                 graph_input: Any = await aresume_input(graph, config, decision, decisions)
             else:
@@ -251,7 +279,7 @@ class GraphRunner:
         decisions: Decisions | None,
         adapter: ChunkAdapter,
     ) -> AsyncIterator[StreamChunk]:
-        async with self._run_graph() as graph:
+        async with self._run_graph(config) as (graph, config):
             if input is None:
                 graph_input: Any = await aresume_input(graph, config, decision, decisions)
             else:

@@ -146,8 +146,9 @@ class Agent(GraphRunner):
         if interrupt_on:
             stack.append(hitl_middleware(interrupt_on))
         self._middleware = stack
-        # Without MCP the graph is compiled once; MCP tools live in per-run sessions, so those runs build it.
-        self._graph: Graph | None = None if self._servers else self._build(self._tools)
+        # Without MCP the graph is compiled once; with MCP servers the first run builds it with their tools.
+        self._gated = tuple(interrupt_on or ())
+        self._graph: Graph | None = None if self._servers else self._check_gated(self._build(self._tools))
 
     # --- building ----------------------------------------------------------------------------------------
 

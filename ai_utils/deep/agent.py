@@ -128,6 +128,7 @@ class DeepAgent(GraphRunner):
         self.permissions = list(permissions) if permissions is not None else None
         self.interrupt_on = dict(interrupt_on) if interrupt_on else None
         self._interrupt_on = to_interrupt_on(interrupt_on) if interrupt_on else None
+        self._gated = tuple(self._interrupt_on or ())
         self.agents_md = list(agents_md) if agents_md is not None else None
         self.subagents = list(subagents) if subagents is not None else None
         self.skills = list(skills) if skills is not None else None
@@ -160,7 +161,10 @@ class DeepAgent(GraphRunner):
 
     @property
     def current_tools(self) -> list[str]:
-        """Names of the tools the model is offered: built-in file/plan/``task`` tools and the agent's own."""
+        """Names of the tools the model is offered: built-in file/plan/``task`` tools and the agent's own.
+
+        With MCP servers, their tools are listed too once a run has loaded them.
+        """
         node = self.graph.nodes["tools"].bound
         names = list(getattr(node, "tools_by_name", {}))
         # deepagents registers `execute` always but hides it from the model unless the backend can run commands.
@@ -180,16 +184,11 @@ class DeepAgent(GraphRunner):
         self._rebuild()
 
     def _rebuild(self) -> None:
+        # Built now also with MCP servers, so a bad configuration fails here rather than in the first run.
         graph = self._build(self._tools)
-        if self._interrupt_on and not self._servers:
-            known = set(graph.nodes["tools"].bound.tools_by_name)  # type: ignore[attr-defined]
-            unknown = sorted(set(self._interrupt_on) - known)
-            if unknown:
-                raise UserError(
-                    f"interrupt_on names tools the agent does not have: {unknown!r}; known tools: {sorted(known)!r}."
-                )
-        # MCP tools live in per-run sessions, so those runs build their own graph.
-        self._graph = None if self._servers else graph
+        # With MCP servers the first run builds the graph with their tools (see GraphRunner._run_graph).
+        self._graph = None if self._servers else self._check_gated(graph)
+        self._mcp_graph = None
 
     def _build(self, tools: Sequence[BaseTool]) -> Graph:
         check_unique(t.name for t in tools)

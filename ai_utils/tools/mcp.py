@@ -19,6 +19,11 @@ own session, but it lists a server's tools only the first time (and again after 
 seconds, or when the server config or the server's reported name/version changes), which saves a
 round trip and the schema transfer on every run. The cached
 definitions are bound to each run's session, so every call still goes through that run's connection.
+
+Graphs that outlive a run (`Agent`, `DeepAgent`) are built once with `MCPScope.routed_tools` instead: the
+same tools, tied to no session; each call goes to the session of the run it happens in, which that run puts
+into its config with `MCPScope.bind`. `MCPScope.signature` tells when the servers' tools changed and such a
+graph must be built again.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import Any
 
 import anyio
 import httpx
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
 from ai_utils._optional import missing_extra
@@ -72,7 +78,9 @@ _TOOL_CACHE_SIZE = 256
 _MAX_TOOL_PAGES = 1000
 
 _ToolCacheKey = tuple[Any, ...]
-_tool_cache: dict[_ToolCacheKey, tuple[float, list[MCPTool]]] = {}
+_tool_cache: dict[_ToolCacheKey, tuple[float, list[MCPTool], tuple[str, ...]]] = {}
+# The run config key under which a run's sessions travel to its routed tools (``__``: never traced or stored).
+_SESSIONS_KEY = "__ai_utils_mcp_sessions"
 
 
 def clear_tool_cache() -> None:
@@ -98,11 +106,35 @@ class MCPScope:
 
     servers: tuple[MCPServer, ...] = ()
     tools_by_server: Mapping[str, list[BaseTool]] = field(default_factory=dict)
+    _holders: Mapping[str, _SessionHolder] = field(default_factory=dict, repr=False)
 
     @property
     def tools(self) -> list[BaseTool]:
         """Every server's tools, in server order."""
         return [tool for server in self.servers for tool in self.tools_by_server.get(server.name, [])]
+
+    @property
+    def signature(self) -> tuple[tuple[str, ...], ...]:
+        """What the servers list, as comparable data: equal signatures mean `routed_tools` would be equal."""
+        return tuple(self._holders[server.name].signature for server in self.servers)
+
+    def routed_tools(self) -> list[BaseTool]:
+        """The same tools as `tools`, bound to no session: a call goes to the session of the run it runs in.
+
+        Build a long-lived graph with these and run it with a config from `bind`; the graph then serves every
+        later run whose scope has the same `signature`. A call in a run whose config carries no session of the
+        tool's server raises `MCPConnectionError` (a routed tool never opens a connection of its own).
+        """
+        return [
+            _routed_tool(server.name, definition)
+            for server in self.servers
+            for definition in self._holders[server.name].definitions
+        ]
+
+    def bind(self, config: RunnableConfig) -> RunnableConfig:
+        """``config`` plus this scope's sessions, for a run of a graph built with `routed_tools`."""
+        configurable = {**config.get("configurable", {}), _SESSIONS_KEY: self._holders}
+        return {**config, "configurable": configurable}
 
     @property
     def system_prompt_addition(self) -> str:
@@ -135,7 +167,11 @@ async def mcp_scope(
     holders = [_SessionHolder.start(server) for server in resolved]
     try:
         tools_by_server = {holder.server.name: await holder.ready for holder in holders}
-        yield MCPScope(servers=resolved, tools_by_server=tools_by_server)
+        yield MCPScope(
+            servers=resolved,
+            tools_by_server=tools_by_server,
+            _holders={holder.server.name: holder for holder in holders},
+        )
     finally:
         await _close(holders)
 
@@ -149,6 +185,9 @@ class _SessionHolder:
         self.release = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.closed = False
+        self.session: ClientSession | None = None
+        self.definitions: list[MCPTool] = []
+        self.signature: tuple[str, ...] = ()
         self._calls: set[anyio.CancelScope] = set()
 
     @classmethod
@@ -165,7 +204,8 @@ class _SessionHolder:
             async with client.session(name, auto_initialize=False) as session:
                 with anyio.fail_after(CONNECT_TIMEOUT):
                     info = (await session.initialize()).serverInfo
-                    definitions = await _tool_definitions(session, _cache_key(self.server, info))
+                    definitions, self.signature = await _tool_definitions(session, _cache_key(self.server, info))
+                self.session, self.definitions = session, definitions
                 tools = [
                     convert_mcp_tool_to_langchain_tool(
                         session, definition, server_name=name, tool_interceptors=[self._guard_call]
@@ -188,6 +228,14 @@ class _SessionHolder:
             # The MCP SDK may not answer requests still waiting when its session dies; end them here.
             for call in self._calls:
                 call.cancel()
+
+    async def call(self, request: MCPToolCallRequest) -> MCPToolCallResult:
+        """Call a tool through this session (for routed tools), with the same guard as the session's own tools."""
+        return await self._guard_call(request, self._call_session)
+
+    async def _call_session(self, request: MCPToolCallRequest) -> MCPToolCallResult:
+        assert self.session is not None  # set before `ready`, and calls only start after `ready`
+        return await self.session.call_tool(request.name, request.args)
 
     def _report(self, task: asyncio.Task[None]) -> None:
         if not self.ready.done():
@@ -251,17 +299,17 @@ def _cache_key(server: MCPServer, info: Implementation) -> _ToolCacheKey:
     )
 
 
-async def _tool_definitions(session: ClientSession, key: _ToolCacheKey) -> list[MCPTool]:
-    """The server's tool definitions: from the process cache, else listed (all pages) and cached."""
+async def _tool_definitions(session: ClientSession, key: _ToolCacheKey) -> tuple[list[MCPTool], tuple[str, ...]]:
+    """The server's tool definitions and their signature: from the process cache, else listed (all pages)."""
     cached = _tool_cache.get(key)
     if cached is not None and time.monotonic() - cached[0] < TOOL_CACHE_TTL:
-        definitions = cached[1]
+        _, definitions, signature = cached
         # The SDK checks tool results against output schemas it learned from `list_tools`, and lists the
         # tools again on the first call of a tool it has not seen; hand it the cached schemas instead.
         schemas = getattr(session, "_tool_output_schemas", None)
         if isinstance(schemas, dict):
             schemas.update({definition.name: definition.outputSchema for definition in definitions})
-        return definitions
+        return definitions, signature
     definitions = []
     cursor: str | None = None
     for _ in range(_MAX_TOOL_PAGES):
@@ -272,11 +320,39 @@ async def _tool_definitions(session: ClientSession, key: _ToolCacheKey) -> list[
             break
     else:
         raise RuntimeError(f"the server returned more than {_MAX_TOOL_PAGES} pages of tools")
+    signature = tuple(definition.model_dump_json() for definition in definitions)
     _tool_cache.pop(key, None)
-    _tool_cache[key] = (time.monotonic(), definitions)
+    _tool_cache[key] = (time.monotonic(), definitions, signature)
     if len(_tool_cache) > _TOOL_CACHE_SIZE:
         del _tool_cache[next(iter(_tool_cache))]  # the entry listed longest ago
-    return definitions
+    return definitions, signature
+
+
+def _routed_tool(server_name: str, definition: MCPTool) -> BaseTool:
+    """A LangChain tool for ``definition`` whose calls go to the session of the calling run (see `MCPScope.bind`)."""
+
+    async def route(
+        request: MCPToolCallRequest, handler: Callable[[MCPToolCallRequest], Awaitable[MCPToolCallResult]]
+    ) -> MCPToolCallResult:
+        # `handler` would open a connection per call; the run's session is the one to use.
+        config = getattr(request.runtime, "config", None) or {}
+        holder = config.get("configurable", {}).get(_SESSIONS_KEY, {}).get(server_name)
+        if holder is None:
+            raise MCPConnectionError(
+                f"MCP tool {server_name}__{definition.name} was called outside a run that holds a session of "
+                f"server {server_name!r}. Run the graph through the agent (or with `scope.bind(config)` inside "
+                "its `mcp_scope` block).",
+                server=server_name,
+            )
+        result: MCPToolCallResult = await holder.call(request)
+        return result
+
+    # The session-less form needs some connection; `route` never lets the adapter use it.
+    unused: Connection = {"transport": "stdio", "command": "unused", "args": []}
+    tool = convert_mcp_tool_to_langchain_tool(
+        None, definition, connection=unused, server_name=server_name, tool_interceptors=[route]
+    )
+    return _prefixed(tool, server_name)
 
 
 def _connection(server: MCPServer) -> Connection:

@@ -266,6 +266,8 @@ def test_bad_construction_raises_clear_user_errors(tools: list[Any]) -> None:
         Agent(llm=llm, output=dict)  # type: ignore[arg-type]
     with pytest.raises(UserError, match="decisions"):
         Agent(llm=llm, tools=tools, checkpointer=InMemorySaver(), interrupt_on={"send_mail": {"decisions": ["maybe"]}})
+    with pytest.raises(UserError, match=r"does not have: \['send_mial'\]"):
+        Agent(llm=llm, tools=tools, checkpointer=InMemorySaver(), interrupt_on={"send_mial": True})
     with pytest.raises(UserError, match="docstring"):
         Agent(llm=llm, tools=[lambda x: x])
     with pytest.raises(UserError, match="__"):

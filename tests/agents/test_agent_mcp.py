@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -9,12 +10,15 @@ from typing import Any
 import httpx
 import pytest
 from langchain_core.messages import SystemMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
 
-from ai_utils import Agent, MCPConnectionError, MCPServer
+from ai_utils import Agent, MCPConnectionError, MCPServer, UserError
 from ai_utils.client import is_tool_event
-from ai_utils.testing import FakeChatModel
+from ai_utils.testing import FakeChatModel, FunctionChatModel
+from ai_utils.tools.mcp import clear_tool_cache
 
 COUNTER = Path(__file__).parents[1] / "tools" / "mcp_servers" / "counter_server.py"
+TOOLSET = Path(__file__).parents[1] / "tools" / "mcp_servers" / "toolset_server.py"
 
 
 def closed_sessions(counter_url: str) -> list[str]:
@@ -140,3 +144,60 @@ def test_sync_invoke_with_mcp_passes_callbacks_through(everything_url: str) -> N
     agent = Agent(llm=FakeChatModel([echo(), "ok"]), mcp_server=MCPServer("everything", everything_url))
     assert agent.invoke("Echo", callbacks=[counter]) == "ok"
     assert counter.model_calls == 2
+
+
+def test_the_graph_is_built_once_and_each_run_calls_through_its_own_session(counter_url: str) -> None:
+    whoami = {"tool_calls": [{"name": "counter__whoami", "args": {}}]}
+    llm = FakeChatModel([whoami, "eins", whoami, "zwei"])
+    agent = Agent(llm=llm, mcp_server=MCPServer("counter", counter_url))
+
+    agent.invoke("wer?")
+    graph = agent.graph
+    agent.invoke("und jetzt?")
+    assert agent.graph is graph
+    first, second = (json.loads(tool_results(llm, call)[0])["session_id"] for call in (1, 3))
+    assert first != second
+    assert {first, second} <= set(closed_sessions(counter_url))
+
+
+def test_a_changed_tool_list_rebuilds_the_graph_with_the_new_tools(tmp_path: Path) -> None:
+    toolfile = tmp_path / "tools.txt"
+    toolfile.write_text("alpha\n")
+    offered: list[list[str]] = []
+
+    def reply(messages: list[Any], tools: list[dict[str, Any]]) -> Any:
+        names = [t["function"]["name"] for t in tools]
+        if isinstance(messages[-1], ToolMessage):
+            return messages[-1].text
+        offered.append(names)
+        return {"tool_calls": [{"name": names[-1], "args": {"text": "hi"}}]}
+
+    server = MCPServer("kit", command=sys.executable, args=[str(TOOLSET), str(toolfile)])
+    agent = Agent(llm=FunctionChatModel(reply), mcp_server=server)
+    assert agent.invoke("eins") == "alpha: hi"
+    graph = agent.graph
+
+    toolfile.write_text("alpha\nbeta\n")
+    clear_tool_cache()  # the server reports the same name and version, so only a new listing shows the change
+    assert agent.invoke("zwei") == "beta: hi"
+    assert agent.graph is not graph
+    assert offered == [["kit__alpha"], ["kit__alpha", "kit__beta"]]
+
+
+async def test_a_graph_tool_called_outside_an_agent_run_raises_instead_of_connecting(counter_url: str) -> None:
+    whoami = {"tool_calls": [{"name": "counter__whoami", "args": {}}]}
+    agent = Agent(llm=FakeChatModel([whoami, "ok", whoami]), mcp_server=MCPServer("counter", counter_url))
+    await agent.ainvoke("wer?")
+    with pytest.raises(MCPConnectionError, match="outside a run"):
+        await agent.graph.ainvoke({"messages": [("user", "direkt")]})
+
+
+def test_an_interrupt_on_key_naming_no_mcp_tool_fails_the_first_run(counter_url: str) -> None:
+    agent = Agent(
+        llm=FakeChatModel(["x"]),
+        mcp_server=MCPServer("counter", counter_url),
+        checkpointer=InMemorySaver(),
+        interrupt_on={"counter__wohami": True},
+    )
+    with pytest.raises(UserError, match=r"does not have: \['counter__wohami'\].*counter__whoami"):
+        agent.invoke("hi", thread_id="t")

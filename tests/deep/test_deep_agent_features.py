@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +145,22 @@ def test_the_wrong_number_of_decisions_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(UserError):
         agent.invoke(thread_id="t", decisions=["approve"])
     assert is_interrupt(agent.pending("t"))
+
+
+def test_with_mcp_the_graph_is_built_once_and_an_approved_call_runs_in_the_resuming_run(counter_url: str) -> None:
+    whoami = {"tool_calls": [{"name": "counter__whoami", "args": {}, "id": "w1"}]}
+    llm = FakeChatModel([whoami, "gefragt"])
+    agent = DeepAgent(
+        llm=llm,
+        mcp_server=MCPServer("counter", counter_url),
+        interrupt_on={"counter__whoami": {"decisions": ["approve"]}},
+    )
+    paused = agent.invoke("wer bist du?", thread_id="t")
+    assert is_interrupt(paused) and paused["tool_name"] == "counter__whoami"  # type: ignore[typeddict-item]
+    graph = agent.graph
+    assert agent.pending("t") == paused
+
+    assert agent.invoke(thread_id="t", decision="approve") == "gefragt"
+    assert agent.graph is graph
+    results = [m for m in llm.calls[1] if isinstance(m, ToolMessage)]
+    assert results and json.loads(results[0].text)["session_id"]  # called through the resuming run's session

@@ -341,3 +341,29 @@ async def test_scope_of_an_abandoned_generator_closed_from_another_task_closes_t
         session_id = await anext(stream)
         await asyncio.create_task(stream.aclose())
     assert session_id in _closed_sessions(counter_url)
+
+
+async def test_one_graph_of_routed_tools_serves_runs_of_several_scopes_each_on_its_own_session(
+    counter_url: str,
+) -> None:
+    inc = {"tool_calls": [{"name": "counter__increment", "args": {}}]}
+    llm = FakeChatModel([inc, inc, "zwei", inc, "eins"])
+    server = MCPServer("counter", counter_url)
+    async with mcp_scope(server) as scope:
+        graph = create_agent(llm, scope.routed_tools())
+        signature = scope.signature
+        await graph.ainvoke({"messages": [("user", "zähle")]}, scope.bind({}))
+    async with mcp_scope(server) as scope:
+        assert scope.signature == signature
+        await graph.ainvoke({"messages": [("user", "nochmal")]}, scope.bind({"recursion_limit": 10}))
+    results = [[_text(m) for m in llm.calls[i] if isinstance(m, ToolMessage)] for i in (2, 4)]
+    assert results == [["1", "2"], ["1"]]  # the second scope's session counts from 1 again
+
+
+async def test_a_routed_tool_never_connects_on_its_own(counter_url: str) -> None:
+    async with mcp_scope(MCPServer("counter", counter_url)) as scope:
+        routed = _by_name(scope.routed_tools())
+        assert set(routed) == set(_by_name(scope.tools))
+        with pytest.raises(MCPConnectionError, match="outside a run") as caught:
+            await routed["counter__increment"].ainvoke({})
+    assert caught.value.server == "counter"
