@@ -259,7 +259,7 @@ def session(
             break
         if isinstance(request, str):
             if request:
-                out.print(Text(request, "yellow"))
+                out.print(Text(request, "yellow"), soft_wrap=True)
             continue
         loop.start_round()
         text, kwargs = request
@@ -305,7 +305,7 @@ async def asession(
             break
         if isinstance(request, str):
             if request:
-                out.print(Text(request, "yellow"))
+                out.print(Text(request, "yellow"), soft_wrap=True)
             continue
         loop.start_round()
         text, kwargs = request

@@ -65,7 +65,7 @@ def test_session_runs_a_deep_agent_with_approve_reject_and_edit_from_stdin(tmp_p
     assert "[tool:end] write_file → Updated file /workspace/a.txt" in out
     assert (workspace / "a.txt").read_text() == "A"
     # A line that is no decision keeps the interrupt waiting; "reject: <reason>" writes nothing, the model reads why.
-    assert "Answer with approve / ja / ok" in out
+    assert "Answer with approve / ja / ok, reject, reject: <reason>, edit: {json args} or respond: <text>.\n" in out
     assert not (workspace / "b.txt").exists()
     assert any(line.startswith("<<model saw: ") and "nicht die" in line for line in out.splitlines())
     # "edit: {json}" writes the edited call instead of the proposed one.
