@@ -29,6 +29,8 @@ EXPECTED = {
         '[tool:start] get_weather {"city": "Berlin"}\n[tool:end] get_weather → Berlin: sunny\nSunny in Berlin.',
         "[('start', 'get_weather'), ('end', 'get_weather')]\nSunny in Paris.",
         "category: billing",
+        "Embedding documents ██████████████████████████████ 1000/1000 100%",
+        "Schicht 7 beginnt um 13 Uhr.",
     ],
     "hitl_memory.ipynb": [
         "interrupt - Send this mail?",

@@ -142,7 +142,7 @@ class ArrayVectorStore(VectorStore):
             metadatas: one metadata dict per text.
             ids: one id per text (None entries get a new uuid4).
             **kwargs: ``progress=True/False`` shows or hides a progress bar (default: for large ingests on a
-                terminal); anything else is ignored.
+                terminal or in Jupyter); anything else is ignored.
 
         Returns:
             The ids, in order.

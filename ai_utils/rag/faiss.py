@@ -157,7 +157,7 @@ def create_faiss_store(
     Args:
         data: strings, `Document`s or ``{page_content, metadata}`` mappings (see `turn_to_docs`); ids are kept.
         embeddings: the embedding model; default: the offline local model (`get_embeddings("local")`).
-        progress: show a progress bar while embedding (default: for large ingests on a terminal).
+        progress: show a progress bar while embedding (default: for large ingests on a terminal or in Jupyter).
 
     Returns:
         The store (save it with ``store.save_local(path)``).

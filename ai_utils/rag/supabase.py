@@ -435,7 +435,7 @@ def create_supabase_vector_store(
         rpc_function: the match function.
         client: a supabase-py ``Client``; default from the environment (see `get_supabase_vector_store`).
         upsert_batch_size: rows per upsert request.
-        progress: show a progress bar while embedding (default: for large ingests on a terminal).
+        progress: show a progress bar while embedding (default: for large ingests on a terminal or in Jupyter).
 
     Returns:
         The store.
