@@ -78,7 +78,12 @@ class _RouteOnlyState(StateBackend):
     def _refusal(self, path: str | None) -> str | None:
         if path is not None and path.startswith(_INTERNAL_PREFIXES):
             return None
-        return f"Error: {path!r} is outside the workspace; only paths under {self._route} are accessible."
+        return f"{path!r} is outside the workspace; only paths under {self._route} are accessible."
+
+    def _error(self, path: str | None) -> str | None:
+        # deepagents writes "Error: <error>" for ls/read_file/glob, but shows write/edit/delete/grep errors as is.
+        refusal = self._refusal(path)
+        return None if refusal is None else f"Error: {refusal}"
 
     def ls(self, path: str) -> LsResult:
         if path == "/":
@@ -91,17 +96,17 @@ class _RouteOnlyState(StateBackend):
         return super().read(file_path, offset, limit) if error is None else ReadResult(error=error)
 
     def write(self, file_path: str, content: str) -> WriteResult:
-        error = self._refusal(file_path)
+        error = self._error(file_path)
         return super().write(file_path, content) if error is None else WriteResult(error=error)
 
     def edit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:
-        error = self._refusal(file_path)
+        error = self._error(file_path)
         return (
             super().edit(file_path, old_string, new_string, replace_all) if error is None else EditResult(error=error)
         )
 
     def delete(self, file_path: str) -> DeleteResult:
-        error = self._refusal(file_path)
+        error = self._error(file_path)
         return super().delete(file_path) if error is None else DeleteResult(error=error)
 
     def grep(
@@ -115,7 +120,7 @@ class _RouteOnlyState(StateBackend):
     ) -> GrepResult:
         if path in (None, "/"):
             return GrepResult(matches=[])
-        error = self._refusal(path)
+        error = self._error(path)
         return super().grep(pattern, path, glob, max_count=max_count) if error is None else GrepResult(error=error)
 
     async def agrep(

@@ -15,8 +15,9 @@ What `CommandPolicy` confines (lexically, before the command runs) — and what 
 * refused: absolute paths outside the workspace (``cat /etc/passwd``, ``ls /``), ``..`` path
   segments (``cd .. && ls``), ``~``, variable expansion and command substitution (``$HOME``,
   ``$(...)``, backticks — they could name any path), relative paths that resolve through a
-  symlink out of ``root_dir``, paths denied by the given permission rules, commands whose program
-  is not in ``allow`` (when set) and commands matching a ``deny`` regex.
+  symlink out of ``root_dir``, ``cd``/``pushd`` without a folder (home) or with ``-``, paths denied
+  by the given permission rules, commands whose program is not in ``allow`` (when set) and commands
+  matching a ``deny`` regex. The command text of ``sh -c``/``bash -c``/``eval`` is checked the same way.
 * the working directory is ``root_dir``; route paths (``/workspace/x``) are rewritten to the host
   path of ``root_dir``.
 * NOT confined: what a program does at run time. ``python3 -c`` code that builds a path from
@@ -62,6 +63,9 @@ _EXPANSION = re.compile(r"[$`]")
 _ABSOLUTE = re.compile(r"(?:^|(?<=[^\w.~-]))/[^\s'\"()<>|;&]*")
 _PARENT = re.compile(r"(?:^|[^\w.])\.\.(?:$|/)")
 _SHELL_OPERATORS = {"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"}
+# `cd` alone goes to $HOME, `cd -` to $OLDPWD: both outside the workspace.
+_CHANGE_DIR = {"cd", "pushd"}
+_SHELLS = {"sh", "bash", "dash", "zsh", "ksh"}
 
 
 def normalize_route(route: str) -> str:
@@ -203,12 +207,28 @@ class CommandPolicy:
             tokens = _tokens(command)
         except ValueError as error:
             return f"command refused: cannot parse it ({error})."
-        if self.allow is not None:
-            for program in _programs(tokens):
-                if program not in self.allow:
-                    return f"command refused: program {program!r} is not allowed (allowed: {', '.join(self.allow)})."
+        for words in _simple_commands(tokens):
+            if reason := self._command_problem(words, root_dir=root_dir, route=route, permissions=permissions):
+                return reason
         for token in tokens:
             if reason := _token_problem(token, root_dir=root_dir, route=route, permissions=permissions):
+                return reason
+        return None
+
+    def _command_problem(
+        self, words: list[str], *, root_dir: Path, route: str, permissions: Sequence[FilesystemPermission]
+    ) -> str | None:
+        program, args = words[0], words[1:]
+        if self.allow is not None and program not in self.allow:
+            return f"command refused: program {program!r} is not allowed (allowed: {', '.join(self.allow)})."
+        if program in _CHANGE_DIR and ("-" in args or all(arg.startswith("-") for arg in args)):
+            return f"command refused: {program!r} without a folder leaves the workspace; name a folder inside {route}."
+        # A nested shell's command text is one token here; check it as a command of its own.
+        nested = args[args.index("-c") + 1 : args.index("-c") + 2] if program in _SHELLS and "-c" in args else []
+        if program == "eval":
+            nested = [" ".join(args)]
+        for text in nested:
+            if reason := self.check(text, root_dir=root_dir, route=route, permissions=permissions):
                 return reason
         return None
 
@@ -219,16 +239,15 @@ def _tokens(command: str) -> list[str]:
     return list(lexer)
 
 
-def _programs(tokens: list[str]) -> list[str]:
-    programs: list[str] = []
-    expect_program = True
+def _simple_commands(tokens: list[str]) -> list[list[str]]:
+    """The words of each simple command (program first), without leading ``NAME=value`` assignments."""
+    commands: list[list[str]] = [[]]
     for token in tokens:
         if token in _SHELL_OPERATORS:
-            expect_program = True
-        elif expect_program and "=" not in token:
-            programs.append(token)
-            expect_program = False
-    return programs
+            commands.append([])
+        elif commands[-1] or "=" not in token:
+            commands[-1].append(token)
+    return [words for words in commands if words]
 
 
 def _token_problem(

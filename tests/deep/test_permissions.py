@@ -83,6 +83,14 @@ def test_policy_refuses_escapes_and_allows_workspace_paths(tmp_path: Path) -> No
         "cat link",
         f"cat {tmp_path.parent}/x",
         "cat 'unclosed",
+        "cd && cat .bashrc",
+        "cd; ls",
+        "cd -P",
+        "cd - && ls",
+        "FOO=1 pushd",
+        'bash -c "cd; cat .profile"',
+        "sh -c 'ls ..'",
+        "eval cat /etc/hostname",
     ]
     for command in refused:
         assert policy.check(command, root_dir=tmp_path, route="/workspace/") is not None, command
@@ -92,6 +100,9 @@ def test_policy_refuses_escapes_and_allows_workspace_paths(tmp_path: Path) -> No
         f"cat {tmp_path}/a.txt",
         "echo hi > out.txt 2>/dev/null",
         "ls /workspace",
+        "cd sub && ls",
+        "cd -P sub",
+        'bash -c "ls -la"',
     ]
     for command in allowed:
         assert policy.check(command, root_dir=tmp_path, route="/workspace/") is None, command
@@ -116,6 +127,7 @@ def test_local_shell_with_workspace_permissions_runs_in_the_workspace_and_refuse
             ("execute", {"command": "cd .. && ls"}),
             ("read_file", {"file_path": "/etc/passwd"}),
             ("write_file", {"file_path": "/workspace/../outside.txt", "content": "x"}),
+            ("write_file", {"file_path": "/etc/ai_utils_test", "content": "x"}),
         ],
         permissions=workspace_permissions("/workspace/"),
     )
@@ -129,6 +141,9 @@ def test_local_shell_with_workspace_permissions_runs_in_the_workspace_and_refuse
     assert "root:" not in results[4]
     assert "Error" in results[5]
     assert not (tmp_path.parent / "outside.txt").exists()
+    assert results[4].startswith("Error: '/etc/passwd' is outside the workspace")
+    assert results[6].startswith("Error: '/etc/ai_utils_test' is outside the workspace")
+    assert not any("Error: Error" in result for result in results)
 
 
 def test_deny_rules_block_file_tools_and_commands(tmp_path: Path) -> None:
