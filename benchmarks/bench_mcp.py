@@ -145,8 +145,8 @@ def _agent_metric() -> Metric:
         target=None,
         unit="ms",
         rounds=20,
-        note="one turn, no tool call: the whole per-run MCP cost seen by a user (session open/close and "
-        "the per-run graph build with the server's tools).",
+        note="one turn, no tool call: the whole per-run MCP cost seen by a user (session open/close; the "
+        "graph with the server's tools is built by the first run only).",
     )
 
 

@@ -20,6 +20,7 @@ from _harness import Result, format_table, machine_description, run_metric  # no
 MODULES = [
     "bench_chain",
     "bench_agent",
+    "bench_deep",
     "bench_gateway",
     "bench_stream",
     "bench_http",
