@@ -201,3 +201,17 @@ def test_an_interrupt_on_key_naming_no_mcp_tool_fails_the_first_run(counter_url:
     )
     with pytest.raises(UserError, match=r"does not have: \['counter__wohami'\].*counter__whoami"):
         agent.invoke("hi", thread_id="t")
+
+
+def test_the_run_sessions_and_server_headers_never_reach_the_checkpoints(counter_url: str) -> None:
+    saver = InMemorySaver()
+    inc = {"tool_calls": [{"name": "counter__increment", "args": {}}]}
+    server = MCPServer("counter", counter_url, headers={"Authorization": "Bearer s3cret-token"})
+    agent = Agent(llm=FakeChatModel([inc, "ok"]), mcp_server=server, checkpointer=saver)
+    assert agent.invoke("zähle", thread_id="t") == "ok"
+    tuples = list(saver.list({"configurable": {"thread_id": "t"}}))
+    assert tuples
+    for part in ("checkpoint", "metadata", "config", "pending_writes"):
+        stored = repr([getattr(t, part) for t in tuples])
+        assert "__ai_utils_mcp_sessions" not in stored, part
+        assert "s3cret-token" not in stored, part
