@@ -71,16 +71,18 @@ def _message_view(message: BaseMessage) -> dict[str, Any]:
     return view
 
 
-def _hash_and_summary(feature: str, model: str, views: list[dict[str, Any]], tools: list[str]) -> tuple[str, str]:
+def _hash_and_summary(
+    feature_json: str, model_json: str, views: list[dict[str, Any]], tools: list[str]
+) -> tuple[str, str]:
     """``hash_canonical({"feature", "model", "messages", "tools"})`` and the messages summary, serializing once.
 
     The hashed text is what `hash_canonical` builds for that dict (keys sorted: feature, messages, model, tools);
-    the messages JSON, the bulk of it, is reused for the summary.
+    the messages JSON, the bulk of it, is reused for the summary. Feature and model come as JSON already (they
+    are fixed per handler).
     """
     messages = _canonical_json(views)
     canonical = (
-        f'{{"feature":{_canonical_json(feature)},"messages":{messages},'
-        f'"model":{_canonical_json(model)},"tools":{_canonical_json(tools)}}}'
+        f'{{"feature":{feature_json},"messages":{messages},"model":{model_json},"tools":{_canonical_json(tools)}}}'
     )
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest(), truncate_for_audit(messages)
 
@@ -119,6 +121,8 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         self.last_decisions: list[PolicyDecision] = []
         self._pending: dict[UUID, _Pending] = {}
         self._actor_audit = actor.to_audit() if actor is not None else None
+        self._feature_json = _canonical_json(feature)
+        self._model_json = _canonical_json(self._model)
 
     @property
     def ignore_chain(self) -> bool:
@@ -268,12 +272,15 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         Returns:
             The decisions.
         """
+        return self._decide(tools, {**self.metadata, **(metadata or {})})
+
+    def _decide(self, tools: Sequence[str], metadata: Mapping[str, Any]) -> list[PolicyDecision]:
         context = PolicyContext(
             feature=self.feature,
             route=self.route,
             actor=self.actor,
             tools=tuple(tools),
-            metadata={**self.metadata, **(metadata or {})},
+            metadata=metadata,
             features=self.gateway.features,
         )
         return run_policy_chain(self.gateway.policy, context)
@@ -293,7 +300,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             metadata["thread_id"] = run_metadata["thread_id"]
         metadata.update(self.metadata)
         started = time.perf_counter()
-        decisions = self.check(tools=tools, metadata=metadata)
+        decisions = self._decide(tools, metadata)  # `metadata` holds the handler's own already
         self.last_decisions = decisions
         request_id = str(run_id)
         self.request_ids.append(request_id)
@@ -330,7 +337,8 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             for generation in batch:
                 if isinstance(generation, ChatGeneration):
                     message = generation.message
-                    texts.append(message.text)
+                    content = message.content  # `.text` would walk content blocks even for plain text
+                    texts.append(content if isinstance(content, str) else message.text)
                     message.response_metadata.setdefault("gateway_request_id", request_id)
                     if isinstance(message, AIMessage):
                         tools_used.extend(call["name"] for call in message.tool_calls)
@@ -358,7 +366,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
     ) -> AuditEntry:
         # Hashing and summarizing happen here, after the call, to keep them off the time-to-first-chunk path.
         request_hash, request_summary = _hash_and_summary(
-            self.feature, self._model, pending.views, pending.tools_requested
+            self._feature_json, self._model_json, pending.views, pending.tools_requested
         )
         return AuditEntry(
             request_id=pending.request_id,
