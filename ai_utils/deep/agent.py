@@ -34,6 +34,28 @@ def _checkpointer(checkpointer: Any) -> Any:
     return checkpointer
 
 
+def _chat_model(llm: Any) -> Any:
+    """A chat model object: ``None`` is `get_llm()`, ``"provider:model"`` is ``get_llm(provider, model)``.
+
+    deepagents would resolve a string itself, with provider profiles that add their own headers and
+    routing (its OpenRouter profile excludes providers), so strings go through our factory instead.
+    """
+    if llm is not None and not isinstance(llm, str):
+        return llm
+    from ai_utils.llm import get_llm
+
+    if llm is None:
+        return get_llm()
+    provider, _, model = llm.partition(":")
+    return get_llm(provider, model or None)
+
+
+def _subagent(spec: Any) -> Any:
+    if isinstance(spec, Mapping) and isinstance(spec.get("model"), str):
+        return {**spec, "model": _chat_model(spec["model"])}
+    return spec
+
+
 class DeepAgent(GraphRunner):
     """A deep agent: plans with ``write_todos``, works in files, delegates to subagents via ``task``.
 
@@ -53,8 +75,9 @@ class DeepAgent(GraphRunner):
 
     Args:
         prompt: the system prompt (deepagents adds its tool instructions after it).
-        llm: the chat model object; defaults to `ai_utils.get_llm()`. Subagents use it too unless they
-            name their own.
+        llm: the chat model object; defaults to `ai_utils.get_llm()`; a ``"provider:model"`` string is
+            ``get_llm(provider, model)``. Subagents use it too unless they name their own (a subagent's
+            ``"model"`` string is resolved the same way).
         tools: `BaseTool`s and plain functions with docstrings, next to the built-in file tools.
         output: a pydantic model; ``invoke`` then returns a validated instance.
         checkpointer: ``True`` (default) keeps threads in memory; pass a saver (``sqlite_saver(path)``) to
@@ -86,7 +109,7 @@ class DeepAgent(GraphRunner):
         self,
         *,
         prompt: str | None = None,
-        llm: BaseChatModel | None = None,
+        llm: BaseChatModel | str | None = None,
         tools: Sequence[BaseTool | Callable[..., Any]] = (),
         output: type[BaseModel] | None = None,
         checkpointer: Any = True,
@@ -117,11 +140,7 @@ class DeepAgent(GraphRunner):
                 "`interrupt_on` pauses runs for approval, which needs a checkpointer to resume from. "
                 "Keep the default `checkpointer=True` or pass a saver (e.g. sqlite_saver(...))."
             )
-        if llm is None:
-            from ai_utils.llm import get_llm
-
-            llm = get_llm()
-        self.llm = llm
+        self.llm = _chat_model(llm)
         self.prompt = prompt
         self.output = output
         self.backend = backend
@@ -130,7 +149,7 @@ class DeepAgent(GraphRunner):
         self._interrupt_on = to_interrupt_on(interrupt_on) if interrupt_on else None
         self._gated = tuple(self._interrupt_on or ())
         self.agents_md = list(agents_md) if agents_md is not None else None
-        self.subagents = list(subagents) if subagents is not None else None
+        self.subagents = [_subagent(spec) for spec in subagents] if subagents is not None else None
         self.skills = list(skills) if skills is not None else None
         self.middleware = list(middleware)
         self.store = store

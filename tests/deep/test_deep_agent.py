@@ -253,3 +253,17 @@ def test_the_package_names_only_what_it_has() -> None:
     assert ai_utils.deep.__all__ == sorted(ai_utils.deep.__all__)
     with pytest.raises(AttributeError, match="Nope"):
         ai_utils.deep.Nope  # noqa: B018
+
+
+def test_a_model_string_goes_through_get_llm_not_deepagents_profiles() -> None:
+    from ai_utils import get_llm
+
+    agent = DeepAgent(
+        llm="local:llama3.2:3b",
+        subagents=[{"name": "helper", "description": "Helps.", "system_prompt": "Help.", "model": "local:qwen3:8b"}],
+    )
+    assert type(agent.llm) is type(get_llm("local", "llama3.2:3b"))
+    assert agent.llm.model_name == "llama3.2:3b"  # type: ignore[attr-defined]
+    assert agent.subagents is not None and agent.subagents[0]["model"].model_name == "qwen3:8b"
+    with pytest.raises(UserError, match="openrouter"):
+        DeepAgent(llm="anthropic:claude-sonnet-4-6")
