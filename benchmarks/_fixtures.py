@@ -12,10 +12,11 @@ import contextlib
 import signal
 import socket
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from _harness import Metric
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -28,6 +29,7 @@ TOOL_PROMPT = "calc 2 + 3"
 PLAIN_PROMPT = "hello"
 SHORT_PROMPT = "short"
 SHORT_REPLY = " ".join(f"word{i}" for i in range(20))
+REPORT_ROUNDS = 15
 
 
 @tool
@@ -120,3 +122,52 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+class ThreadStack:
+    """One agent stack on its own `InMemorySaver`, its thread pre-filled (lazily) to ``history`` messages.
+
+    A subclass sets ``run(prompt)`` (one turn on the thread). `reset` (untimed, before each sample) puts the
+    saver back to the pre-filled thread, so a thread of H messages stays H messages for every sample.
+    """
+
+    def __init__(self, history: int) -> None:
+        self.history = history
+        self.saver = InMemorySaver()
+        self.model = scripted_model()
+        self._state: Any = None
+        self.run: Callable[[str], Awaitable[Any]]
+
+    async def reset(self) -> None:
+        """Untimed: back to the pre-filled thread (built on first use, one turn = 2 messages)."""
+        if self._state is None:
+            for _ in range(self.history // 2):
+                await self.run(PLAIN_PROMPT)
+            self._state = snapshot(self.saver)
+        restore(self.saver, self._state)
+        forget_calls(self.model)
+
+    def turn(self, prompt: str) -> Callable[[], Awaitable[Any]]:
+        """A timed sample: one turn with ``prompt``."""
+
+        async def sample() -> None:
+            await self.run(prompt)
+
+        return sample
+
+
+def turn_metric(
+    name: str, ours: ThreadStack, anchor: ThreadStack, prompt: str, target: float | None, note: str
+) -> Metric:
+    """``ours`` vs ``anchor`` for one turn from their pre-filled threads (report rows get fewer rounds)."""
+    return Metric(
+        name,
+        ours.turn(prompt),
+        anchor.turn(prompt),
+        target,
+        note=note,
+        ours_setup=ours.reset,
+        anchor_setup=anchor.reset,
+        # Report-only rows get fewer rounds: the untimed full gc.collect() per sample dominates the budget.
+        rounds=None if target is not None else REPORT_ROUNDS,
+    )

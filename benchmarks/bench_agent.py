@@ -9,14 +9,13 @@ defaults (messages on a `DeltaChannel`, ``durability="sync"``); the anchor is pl
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import functools
 from typing import Any
 
-from _fixtures import PLAIN_PROMPT, TOOL_PROMPT, add, forget_calls, restore, scripted_model, snapshot
+from _fixtures import PLAIN_PROMPT, REPORT_ROUNDS, TOOL_PROMPT, ThreadStack, add, turn_metric
 from _harness import Metric, Session
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
-from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Durability
 
 from ai_utils import Agent
@@ -24,19 +23,13 @@ from ai_utils.agents._state import AgentState
 
 THREAD = "bench"
 GUARD_MS = 40.0
-REPORT_ROUNDS = 15
 
 
-class Stack:
-    """One agent stack on its own saver, with a thread pre-filled (lazily) to ``history`` messages."""
+class Stack(ThreadStack):
+    """``ours`` (Agent defaults) or a raw create_agent variant (``raw``, ``raw_sync``, ``delta``, ``delta_sync``)."""
 
     def __init__(self, kind: str, history: int) -> None:
-        self.kind = kind
-        self.history = history
-        self.saver = InMemorySaver()
-        self.model = scripted_model()
-        self._state: Any = None
-        self.run: Callable[[str], Awaitable[Any]]
+        super().__init__(history)
         if kind == "ours":
             agent = Agent(llm=self.model, tools=[add], checkpointer=self.saver)
             self.run = lambda prompt: agent.ainvoke(prompt, thread_id=THREAD)
@@ -47,44 +40,11 @@ class Stack:
         config: Any = {"configurable": {"thread_id": THREAD}, "recursion_limit": 200}
         self.run = lambda prompt: graph.ainvoke({"messages": [HumanMessage(prompt)]}, config, durability=durability)
 
-    async def reset(self) -> None:
-        """Untimed: back to the pre-filled thread (built on first use, one turn = 2 messages)."""
-        if self._state is None:
-            for _ in range(self.history // 2):
-                await self.run(PLAIN_PROMPT)
-            self._state = snapshot(self.saver)
-        restore(self.saver, self._state)
-        forget_calls(self.model)
 
-    def turn(self, prompt: str) -> Callable[[], Awaitable[Any]]:
-        async def sample() -> None:
-            await self.run(prompt)
-
-        return sample
-
-
-_stacks: dict[tuple[str, int], Stack] = {}
-
-
+@functools.cache
 def stack(kind: str, history: int) -> Stack:
-    key = (kind, history)
-    if key not in _stacks:
-        _stacks[key] = Stack(kind, history)
-    return _stacks[key]
-
-
-def _pair(name: str, ours: Stack, anchor: Stack, prompt: str, target: float | None, note: str) -> Metric:
-    return Metric(
-        name,
-        ours.turn(prompt),
-        anchor.turn(prompt),
-        target,
-        note=note,
-        ours_setup=ours.reset,
-        anchor_setup=anchor.reset,
-        # Report-only rows get fewer rounds: the untimed full gc.collect() per sample dominates the budget.
-        rounds=None if target is not None else REPORT_ROUNDS,
-    )
+    """One stack per kind and history, shared by the metrics of this module."""
+    return Stack(kind, history)
 
 
 def _slope(session: Session) -> tuple[float, float]:
@@ -112,7 +72,7 @@ def metrics() -> list[Metric]:
     for steps, prompt in ((0, PLAIN_PROMPT), (1, TOOL_PROMPT)):
         for h in (10, 100):
             out.append(
-                _pair(
+                turn_metric(
                     f"Agent.ainvoke / create_agent.ainvoke (steps={steps}, H={h})",
                     stack("ours", h),
                     stack("raw", h),
@@ -124,7 +84,7 @@ def metrics() -> list[Metric]:
             )
     for steps, prompt in ((0, PLAIN_PROMPT), (1, TOOL_PROMPT)):
         out.append(
-            _pair(
+            turn_metric(
                 f"Agent.ainvoke / create_agent(DeltaChannel state, durability='sync') (steps={steps}, H=100)",
                 stack("ours", 100),
                 stack("delta_sync", 100),
@@ -134,7 +94,7 @@ def metrics() -> list[Metric]:
             )
         )
         out.append(
-            _pair(
+            turn_metric(
                 f"create_agent(durability='sync') / create_agent (steps={steps}, H=100)",
                 stack("raw_sync", 100),
                 stack("raw", 100),
@@ -144,7 +104,7 @@ def metrics() -> list[Metric]:
             )
         )
         out.append(
-            _pair(
+            turn_metric(
                 f"create_agent(DeltaChannel state) / create_agent (steps={steps}, H=100)",
                 stack("delta", 100),
                 stack("raw", 100),

@@ -15,10 +15,22 @@ the raw graph (``Command(resume=...)``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import functools
+from collections.abc import Callable
 from typing import Any
 
-from _fixtures import PLAIN_PROMPT, TOOL_PROMPT, add, forget_calls, restore, scripted_model, snapshot
+from _fixtures import (
+    PLAIN_PROMPT,
+    REPORT_ROUNDS,
+    TOOL_PROMPT,
+    ThreadStack,
+    add,
+    forget_calls,
+    restore,
+    scripted_model,
+    snapshot,
+    turn_metric,
+)
 from _harness import Metric, Session
 from bench_mcp import _http_url
 from deepagents import create_deep_agent
@@ -31,20 +43,15 @@ from ai_utils import DeepAgent, MCPServer
 from ai_utils.testing import FunctionChatModel
 
 THREAD = "bench"
-REPORT_ROUNDS = 15
 WRITE_PROMPT = "write the notes"
 RUNS_WITH_MCP = 20
 
 
-class Stack:
-    """One deep agent stack on its own saver, with a thread pre-filled (lazily) to ``history`` messages."""
+class Stack(ThreadStack):
+    """``ours`` (DeepAgent defaults), ``raw`` (create_deep_agent with planning) or ``bare`` (without)."""
 
     def __init__(self, kind: str, history: int) -> None:
-        self.history = history
-        self.saver = InMemorySaver()
-        self.model = scripted_model()
-        self._state: Any = None
-        self.run: Callable[[str], Awaitable[Any]]
+        super().__init__(history)
         if kind == "ours":
             agent = DeepAgent(llm=self.model, tools=[add], checkpointer=self.saver)
             self.run = lambda prompt: agent.ainvoke(prompt, thread_id=THREAD)
@@ -54,43 +61,11 @@ class Stack:
         config: Any = {"configurable": {"thread_id": THREAD}, "recursion_limit": 200}
         self.run = lambda prompt: graph.ainvoke({"messages": [HumanMessage(prompt)]}, config)
 
-    async def reset(self) -> None:
-        """Untimed: back to the pre-filled thread (built on first use, one turn = 2 messages)."""
-        if self._state is None:
-            for _ in range(self.history // 2):
-                await self.run(PLAIN_PROMPT)
-            self._state = snapshot(self.saver)
-        restore(self.saver, self._state)
-        forget_calls(self.model)
 
-    def turn(self, prompt: str) -> Callable[[], Awaitable[Any]]:
-        async def sample() -> None:
-            await self.run(prompt)
-
-        return sample
-
-
-_stacks: dict[tuple[str, int], Stack] = {}
-
-
+@functools.cache
 def stack(kind: str, history: int) -> Stack:
-    key = (kind, history)
-    if key not in _stacks:
-        _stacks[key] = Stack(kind, history)
-    return _stacks[key]
-
-
-def _pair(name: str, ours: Stack, anchor: Stack, prompt: str, target: float | None, note: str) -> Metric:
-    return Metric(
-        name,
-        ours.turn(prompt),
-        anchor.turn(prompt),
-        target,
-        note=note,
-        ours_setup=ours.reset,
-        anchor_setup=anchor.reset,
-        rounds=None if target is not None else REPORT_ROUNDS,
-    )
+    """One stack per kind and history, shared by the metrics of this module."""
+    return Stack(kind, history)
 
 
 def _writer() -> FunctionChatModel:
@@ -191,7 +166,7 @@ def metrics() -> list[Metric]:
     for steps, prompt in ((0, PLAIN_PROMPT), (1, TOOL_PROMPT)):
         for h in (10, 100):
             out.append(
-                _pair(
+                turn_metric(
                     f"DeepAgent.ainvoke / create_deep_agent.ainvoke (steps={steps}, H={h})",
                     stack("ours", h),
                     stack("raw", h),
@@ -202,7 +177,7 @@ def metrics() -> list[Metric]:
                 )
             )
     out.append(
-        _pair(
+        turn_metric(
             "DeepAgent.ainvoke / create_deep_agent without planning (steps=0, H=10, report)",
             stack("ours", 10),
             stack("bare", 10),

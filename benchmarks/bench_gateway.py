@@ -13,6 +13,7 @@ shows what the handler adds before the first text chunk (the audit write belongs
 from __future__ import annotations
 
 import atexit
+import functools
 import shutil
 import tempfile
 import time
@@ -20,11 +21,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from _fixtures import PLAIN_PROMPT, TOOL_PROMPT, add, forget_calls, restore, scripted_model, snapshot
+from _fixtures import PLAIN_PROMPT, TOOL_PROMPT, ThreadStack, add, forget_calls, scripted_model, turn_metric
 from _harness import Metric, Session
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
-from langgraph.checkpoint.memory import InMemorySaver
 
 from ai_utils import Agent
 from ai_utils.gateway import Gateway, MemoryAuditSink, Route, SqliteAuditSink
@@ -32,7 +32,6 @@ from ai_utils.gateway.audit import AuditSink
 
 THREAD = "bench"
 HISTORIES = (10, 100)
-REPORT_ROUNDS = 15
 FEATURE = "support"
 ACTOR = {"user_id": "u1"}
 
@@ -52,16 +51,12 @@ def _gateway(sink: str) -> tuple[Gateway, AuditSink]:
     return Gateway(routes=[Route(FEATURE, "fake", "m")], audit=audit), audit
 
 
-class Stack:
-    """One agent stack (``raw`` create_agent, ``sqlite``/``memory`` Agent with gateway callbacks) on its own saver."""
+class Stack(ThreadStack):
+    """``raw`` create_agent, or a ``sqlite``/``memory`` Agent with gateway callbacks, on its own saver."""
 
     def __init__(self, kind: str, history: int) -> None:
-        self.history = history
-        self.saver = InMemorySaver()
-        self.model = scripted_model()
+        super().__init__(history)
         self.audit: AuditSink | None = None
-        self._state: Any = None
-        self.run: Callable[[str], Awaitable[Any]]
         if kind == "raw":
             graph = create_agent(self.model, [add], checkpointer=self.saver)
             config: Any = {"configurable": {"thread_id": THREAD}, "recursion_limit": 200}
@@ -73,31 +68,16 @@ class Stack:
         self.run = lambda prompt: agent.ainvoke(prompt, thread_id=THREAD, callbacks=[handler])
 
     async def reset(self) -> None:
-        """Untimed: back to the pre-filled thread; drop the model's call log and in-memory audit rows."""
-        if self._state is None:
-            for _ in range(self.history // 2):
-                await self.run(PLAIN_PROMPT)
-            self._state = snapshot(self.saver)
-        restore(self.saver, self._state)
-        forget_calls(self.model)
+        """Untimed: back to the pre-filled thread, and no in-memory audit rows kept from earlier samples."""
+        await super().reset()
         if isinstance(self.audit, MemoryAuditSink):
             self.audit.entries.clear()
 
-    def turn(self, prompt: str) -> Callable[[], Awaitable[Any]]:
-        async def sample() -> None:
-            await self.run(prompt)
 
-        return sample
-
-
-_stacks: dict[tuple[str, int], Stack] = {}
-
-
+@functools.cache
 def stack(kind: str, history: int) -> Stack:
-    key = (kind, history)
-    if key not in _stacks:
-        _stacks[key] = Stack(kind, history)
-    return _stacks[key]
+    """One stack per kind and history, shared by the metrics of this module."""
+    return Stack(kind, history)
 
 
 def _ttfc(session: Session) -> tuple[float, float]:
@@ -131,32 +111,27 @@ def metrics() -> list[Metric]:
     out: list[Metric] = []
     for steps, prompt in ((0, PLAIN_PROMPT), (1, TOOL_PROMPT)):
         for h in HISTORIES:
-            ours, anchor = stack("sqlite", h), stack("raw", h)
             out.append(
-                Metric(
+                turn_metric(
                     f"gateway: Agent.ainvoke+callbacks (SQLite audit) / create_agent.ainvoke (steps={steps}, H={h})",
-                    ours.turn(prompt),
-                    anchor.turn(prompt),
+                    stack("sqlite", h),
+                    stack("raw", h),
+                    prompt,
                     1.20,
-                    note=f"same FunctionChatModel, `add` tool, InMemorySaver thread of {h} messages; ours: Agent "
+                    f"same FunctionChatModel, `add` tool, InMemorySaver thread of {h} messages; ours: Agent "
                     "defaults + `gateway.callback('support', actor=...)` auditing each model call into a "
                     "SqliteAuditSink (temp file, WAL, row committed before the call returns); anchor: create_agent.",
-                    ours_setup=ours.reset,
-                    anchor_setup=anchor.reset,
                 )
             )
     for steps, prompt in ((0, PLAIN_PROMPT), (1, TOOL_PROMPT)):
-        ours, anchor = stack("memory", 10), stack("raw", 10)
         out.append(
-            Metric(
+            turn_metric(
                 f"gateway: Agent.ainvoke+callbacks (memory audit) / create_agent.ainvoke (steps={steps}, H=10)",
-                ours.turn(prompt),
-                anchor.turn(prompt),
+                stack("memory", 10),
+                stack("raw", 10),
+                prompt,
                 None,
-                note="as the SQLite rows, with a MemoryAuditSink: handler plus LangChain callback cost, no storage.",
-                ours_setup=ours.reset,
-                anchor_setup=anchor.reset,
-                rounds=REPORT_ROUNDS,
+                "as the SQLite rows, with a MemoryAuditSink: handler plus LangChain callback cost, no storage.",
             )
         )
     out.append(
