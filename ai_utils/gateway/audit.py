@@ -16,6 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from ai_utils._json import fast_json
+
 __all__ = [
     "AuditEntry",
     "AuditSink",
@@ -90,27 +92,8 @@ class AuditEntry:
 
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(AuditEntry))
 _JSON_FIELDS = frozenset({"actor", "usage", "tools_requested", "tools_used", "policy_decisions", "metadata"})
-# Same text as ``json.dumps(value, default=str)``, without building a new encoder per value (six per row).
-_stdlib_to_json = json.JSONEncoder(default=str).encode
-
-try:
-    import orjson
-except ImportError:  # pragma: no cover - orjson comes with langsmith; the stdlib path is tested directly
-    orjson = None  # type: ignore[assignment]
-
-
-# Dates go through ``default=str`` as with the stdlib, so both paths store the same text.
-_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME if orjson is not None else 0
-
-
-def _to_json(value: Any) -> str:
-    # orjson: six fields per row, on the model call's path; the stdlib takes what orjson refuses (huge ints).
-    if orjson is not None:
-        try:
-            return orjson.dumps(value, default=str, option=_ORJSON_OPTIONS).decode()
-        except TypeError:
-            pass
-    return _stdlib_to_json(value)
+# ``json.dumps(value, default=str, ensure_ascii=False)`` (dates as ``str``), six fields per row on the call's path.
+_to_json = fast_json(json.JSONEncoder(default=str, ensure_ascii=False).encode, default=str, dates_via_default=True)
 
 
 @runtime_checkable

@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ai_utils._json import fast_json
+
 __all__ = ["hash_canonical", "truncate_for_audit"]
 
 _ELLIPSIS = "…"
@@ -32,32 +34,13 @@ def _default(value: Any) -> Any:
     return repr(value)
 
 
-# One encoder for every call: ``json.dumps`` with these arguments builds a new encoder each time (same output).
-_stdlib_canonical_json = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default
-).encode
-
-try:
-    import orjson
-except ImportError:  # pragma: no cover - orjson comes with langsmith; the stdlib path is tested directly
-    orjson = None  # type: ignore[assignment]
-
-
-def _canonical_json(value: Any) -> str:
-    """Sorted-key, whitespace-free JSON text of ``value`` (non-ASCII kept as is).
-
-    orjson writes it several times faster than the stdlib (it runs once per audited model call, on the call's
-    path); values it refuses (integers beyond 64 bits, keys it cannot sort) take the stdlib encoder.
-    """
-    if orjson is not None:
-        try:
-            return orjson.dumps(value, default=_default, option=_ORJSON_CANONICAL).decode()
-        except TypeError:
-            pass
-    return _stdlib_canonical_json(value)
-
-
-_ORJSON_CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS if orjson is not None else 0
+# Sorted keys, no whitespace, non-ASCII kept: built once (``json.dumps`` would build an encoder per call) and
+# run through orjson, since it serializes every audited call's messages on the call's path.
+_canonical_json = fast_json(
+    json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default).encode,
+    default=_default,
+    sort_keys=True,
+)
 
 
 def hash_canonical(value: Any) -> str:
