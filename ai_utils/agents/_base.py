@@ -119,7 +119,7 @@ class GraphRunner:
             if cached is not None and cached[0] == scope.signature:
                 graph = cached[1]
             else:
-                # Built once per tool listing, not per run (deepagents takes 13-19 ms to build a graph).
+                # Built once per distinct tool listing, not per run (deepagents takes 13-19 ms to build a graph).
                 graph = self._check_gated(self._build([*self._tools, *scope.routed_tools()]))
                 self._mcp_graph = (scope.signature, graph)
             yield graph, scope.bind(config)
