@@ -273,9 +273,20 @@ async def _close(holders: Sequence[_SessionHolder]) -> None:
     tasks = [holder.task for holder in holders if holder.task is not None and not holder.task.done()]
     if not tasks:
         return
-    _, pending = await asyncio.wait(tasks, timeout=CLOSE_TIMEOUT)
+    closing = asyncio.ensure_future(asyncio.wait(tasks, timeout=CLOSE_TIMEOUT))
+    cancelled = False
+    # A run cancelled while its sessions close (a consumer that stops just as the run ends) still lets them
+    # close, bounded by CLOSE_TIMEOUT; otherwise its event loop could end under them, the server never told.
+    while not closing.done():
+        try:
+            await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            cancelled = True
+    _, pending = closing.result()
     for task in pending:
         task.cancel()
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 def _cache_key(server: MCPServer, info: Implementation) -> _ToolCacheKey:

@@ -367,3 +367,20 @@ async def test_a_routed_tool_never_connects_on_its_own(counter_url: str) -> None
         with pytest.raises(MCPConnectionError, match="outside a run") as caught:
             await routed["counter__increment"].ainvoke({})
     assert caught.value.server == "counter"
+
+
+async def test_a_cancel_that_lands_while_the_sessions_close_waits_for_them_then_cancels(counter_url: str) -> None:
+    before = set(_closed_sessions(counter_url))
+    entered = asyncio.Event()
+
+    async def run() -> None:
+        async with mcp_scope(MCPServer("counter", counter_url)):
+            entered.set()  # leaves the block at once: the scope starts closing its session
+
+    task = asyncio.create_task(run())
+    await entered.wait()
+    task.cancel()  # lands while the scope waits for the session to close
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # The session was closed (the server saw the DELETE) before the cancellation went on.
+    assert len(set(_closed_sessions(counter_url)) - before) == 1
