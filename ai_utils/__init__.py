@@ -115,6 +115,7 @@ _LAZY: dict[str, str] = {
     "get_llm": "ai_utils.llm",
     "get_messages_array_from_checkpoint": "ai_utils.memory",
     "get_supabase_vector_store": "ai_utils.rag",
+    "guardrails": "ai_utils.guardrails",
     "hash_canonical": "ai_utils.gateway",
     "load_faiss_store": "ai_utils.rag",
     "log_chunk": "ai_utils.streaming",
@@ -194,6 +195,7 @@ if TYPE_CHECKING:
         truncate_for_audit,
         validate_feedback,
     )
+    from ai_utils.guardrails import guardrails
     from ai_utils.jev import (
         ChoiceAnswer,
         ClassifyResult,
@@ -364,6 +366,7 @@ __all__ = [
     "get_llm",
     "get_messages_array_from_checkpoint",
     "get_supabase_vector_store",
+    "guardrails",
     "hash_canonical",
     "load_faiss_store",
     "log_chunk",

@@ -12,9 +12,10 @@ import hashlib
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -31,10 +32,31 @@ from ai_utils.gateway.policy import PolicyContext, PolicyDecision, run_policy_ch
 if TYPE_CHECKING:
     from ai_utils.gateway.gateway import Gateway, Route
 
-__all__ = ["GatewayCallbackHandler"]
+__all__ = ["POLICY_TAP", "GatewayCallbackHandler", "PolicyTap"]
 
 # LangChain/LangGraph bookkeeping keys that do not belong in audit metadata.
 _INTERNAL_PREFIXES = ("ls_", "lc_", "langgraph_", "checkpoint_", "__")
+
+
+class PolicyTap(Protocol):
+    """A policy engine outside the gateway (e.g. guardrails middleware) reporting on the model call it wraps.
+
+    The engine sets `POLICY_TAP` around the call; the handler of that call puts the engine's decisions into the
+    call's audit row (``policy_decisions``, after the gateway's own) and audits the answer as the engine shows it.
+    Decisions never carry the content they acted on.
+    """
+
+    def before_call(self) -> list[dict[str, Any]]:
+        """Decisions taken on the way to this call (input, context, tool results)."""
+        ...
+
+    def after_call(self, text: str) -> tuple[str, list[dict[str, Any]]]:
+        """The answer ``text`` as the engine lets the client see it, and the decisions taken on it."""
+        ...
+
+
+POLICY_TAP: ContextVar[PolicyTap | None] = ContextVar("ai_utils_policy_tap", default=None)
+"""The `PolicyTap` of the model call running in this context, if a policy engine wraps it."""
 
 
 @dataclass(slots=True)
@@ -48,6 +70,7 @@ class _Pending:
     views: list[dict[str, Any]]
     parent_run_id: str | None
     metadata: dict[str, Any]
+    tap: PolicyTap | None = None
 
 
 def _tool_names(invocation_params: Any) -> list[str]:
@@ -224,6 +247,9 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         if pending is None:
             return
         text, tools_used, usage = self._read_result(response, pending.request_id)
+        if pending.tap is not None:
+            text, tapped = pending.tap.after_call(text)
+            pending.decisions.extend(tapped)
         latency = (time.perf_counter() - pending.started) * 1000
         entry = self._entry(pending, "succeeded", latency, usage=usage, tools_used=tools_used, response=text)
         # An AuditWriteError (required mode) propagates here, failing the call after on_audit_error ran.
@@ -304,16 +330,18 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         self.last_decisions = decisions
         request_id = str(run_id)
         self.request_ids.append(request_id)
+        tap = POLICY_TAP.get()
         pending = _Pending(
             request_id=request_id,
             started=started,
             actor=self._actor_audit,
             tenant_id=self.actor.tenant_id if self.actor is not None else None,
-            decisions=[d.to_dict() for d in decisions],
+            decisions=[d.to_dict() for d in decisions] + (tap.before_call() if tap is not None else []),
             tools_requested=tools,
             views=views,
             parent_run_id=str(parent_run_id) if parent_run_id is not None else None,
             metadata=metadata,
+            tap=tap,
         )
         denial = next((d for d in decisions if not d.allowed), None)
         if denial is None:
