@@ -13,7 +13,8 @@ import sys
 import types
 from typing import Any
 
-from ai_utils.guardrails._engine import Guardrails, guardrails
+from ai_utils.guardrails._engine import Guardrails
+from ai_utils.guardrails._factory import guardrails
 from ai_utils.guardrails._rules import ContentRule, GuardrailDecision, Phase, PolicyPack, StreamingMode
 from ai_utils.guardrails._secrets import SECRET_KINDS
 
