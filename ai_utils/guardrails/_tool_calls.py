@@ -195,12 +195,18 @@ class ToolCallPolicies:
                 else:
                     content, found = message.content, [decision(ERROR_POLICY, "tool_output", "audit", "medium", name)]
             fresh.extend(found)
-            metadata = {**message.response_metadata, META_KEY: [dict(d) for d in [*carried, *found]]}
-            copy = message.model_copy(
-                update={"content": content, "response_metadata": metadata, "id": message.id or str(uuid.uuid4())}
-            )
-            self._remember(copy.id, None)
-            return copy
+            tagged = [*carried, *found]
+            if found:
+                metadata = {**message.response_metadata, META_KEY: [dict(d) for d in tagged]}
+                message = message.model_copy(update={"content": content, "response_metadata": metadata})
+            elif tagged:
+                message.response_metadata[META_KEY] = [dict(d) for d in tagged]
+            # The tool node built this message for this call only, so setting fields in place is safe (and saves
+            # a copy per tool call); an id lets the next model call skip the already-scanned result.
+            if message.id is None:
+                message.id = str(uuid.uuid4())
+            self._remember(message.id, None)
+            return message
 
         if isinstance(result, ToolMessage):
             return process(result), fresh
