@@ -222,28 +222,54 @@ class Guardrails(ToolCallPolicies, AgentMiddleware[AgentState[Any], Any, Any]):
                 var_child_runnable_config.reset(config_token)
             POLICY_TAP.reset(token)
 
+    def _answer(self, message: AIMessage, tap: _CallTap, structured: bool) -> tuple[AIMessage, list[GuardrailDecision]]:
+        if isinstance(message.content, str):
+            content, found = tap.output(message.content)
+            content = content if found else message.content
+        else:
+            content, found = self._policies.content(message.content, "output")
+        update: dict[str, Any] = {"content": content} if found else {}
+        if structured and message.tool_calls:
+            # With a structured-output strategy the answer is the output tool's arguments.
+            calls: list[Any] = []
+            in_args: list[GuardrailDecision] = []
+            for call in message.tool_calls:
+                args, more = self._policies.args(call["args"], None, "output")
+                calls.append({**call, "args": args})
+                in_args.extend(more)
+            if in_args:
+                update["tool_calls"] = calls
+                found = [*found, *in_args]
+        return (message.model_copy(update=update) if update else message), found
+
     def _finish(self, response: ModelResponse[Any], prepared: _Prepared) -> Any:
         result: list[BaseMessage] = []
         found: list[GuardrailDecision] = []
-        for message in response.result:
-            if isinstance(message, AIMessage):
-                try:
-                    if isinstance(message.content, str):
-                        content, more = prepared.tap.output(message.content)
-                        content = content if more else message.content
-                    else:
-                        content, more = self._policies.content(message.content, "output")
-                except Exception:
-                    content, more = f"[BLOCKED:{ERROR_POLICY}]", [decision(ERROR_POLICY, "output", "block", "high")]
-                if more:
-                    message = message.model_copy(update={"content": content})
+        structured = response.structured_response
+        try:
+            for message in response.result:
+                if isinstance(message, AIMessage):
+                    message, more = self._answer(message, prepared.tap, structured is not None)
                     found.extend(more)
-                if message.id is None:
-                    message = message.model_copy(update={"id": f"lc_{uuid.uuid4()}"})
+                    if message.id is None:
+                        message = message.model_copy(update={"id": f"lc_{uuid.uuid4()}"})
+                elif structured is not None and isinstance(message, ToolMessage):
+                    content, more = self._policies.content(message.content, "output")
+                    message = message.model_copy(update={"content": content}) if more else message
                 self._remember(message.id, None)
-            result.append(message)
+                result.append(message)
+            if structured is not None:
+                structured, more = self._policies.structured(structured)
+                found.extend(more)
+        except Exception:
+            blocked = AIMessage(f"[BLOCKED:{ERROR_POLICY}]", id=f"lc_{uuid.uuid4()}")
+            self._remember(blocked.id, None)
+            result, structured = [blocked], None
+            found = [decision(ERROR_POLICY, "output", "block", "high")]
+        if structured is not None:  # the same secret in the output call, its receipt and the answer: one decision
+            found = list({tuple(sorted(d.items())): d for d in found}.values())
         prepared.emit.extend(found)
-        out = ModelResponse(result=result, structured_response=response.structured_response) if found else response
+        out = ModelResponse(result=result, structured_response=structured) if found else response
         if prepared.persist:
             return ExtendedModelResponse(model_response=out, command=Command(update={"messages": prepared.persist}))
         return out

@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from ai_utils.guardrails._rules import GuardrailDecision, Phase, Risk, Rule
 from ai_utils.guardrails._secrets import redact_secrets
 
@@ -97,25 +99,32 @@ class TextPolicies:
             found.append(decision("tool.output_limit", "tool_output", "truncate", "low", tool))
         return content, found
 
-    def args(self, value: Any, tool: str) -> tuple[Any, list[GuardrailDecision]]:
-        """Tool arguments after the ``tool_input`` content rules (every string, recursively)."""
+    def args(self, value: Any, tool: str | None, phase: Phase = "tool_input") -> tuple[Any, list[GuardrailDecision]]:
+        """Every string in ``value`` (tool arguments, structured output), recursively, after `scan`."""
         if isinstance(value, str):
-            return self.scan(value, "tool_input", tool)
+            return self.scan(value, phase, tool)
         found: list[GuardrailDecision] = []
         if isinstance(value, Mapping):
             out: dict[str, Any] = {}
             for key, item in value.items():
-                out[key], more = self.args(item, tool)
+                out[key], more = self.args(item, tool, phase)
                 found.extend(more)
             return (out if found else value), found
         if isinstance(value, list | tuple):
             items: list[Any] = []
             for item in value:
-                new, more = self.args(item, tool)
+                new, more = self.args(item, tool, phase)
                 items.append(new)
                 found.extend(more)
             return (items if found else value), found
         return value, found
+
+    def structured(self, value: Any) -> tuple[Any, list[GuardrailDecision]]:
+        """A structured answer (pydantic model or mapping) with its strings after the ``output`` policies."""
+        if isinstance(value, BaseModel):
+            data, found = self.args(value.model_dump(), None, "output")
+            return (type(value).model_validate(data) if found else value), found
+        return self.args(value, None, "output")
 
 
 def _block_text(block: Any) -> str | None:

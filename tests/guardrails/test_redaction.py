@@ -8,6 +8,7 @@ import pytest
 from guardrails._secrets import SECRETS
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import tool
+from pydantic import BaseModel
 
 from ai_utils import Agent, MemorySaver, guardrails
 from ai_utils.client import is_tool_event
@@ -139,3 +140,28 @@ def test_clean_conversation_passes_unchanged_and_reports_nothing() -> None:
     )
     assert decisions == []
     assert model.calls[0][-1].content == "Why is the sky blue? ask-me-anything-2024"
+
+
+def test_structured_answers_are_redacted_field_by_field() -> None:
+    class Reply(BaseModel):
+        summary: str
+        keys: list[str]
+
+    secret, text = SECRETS["aws_access_key"]
+    decisions: list[dict[str, Any]] = []
+    call = {"name": "Reply", "args": {"summary": f"found {text}", "keys": [secret, "none"]}}
+    model = FakeChatModel([{"tool_calls": [call]}, "next"])
+    agent = Agent(
+        llm=model,
+        output=Reply,
+        checkpointer=MemorySaver(),
+        middleware=guardrails("standard", on_decision=decisions.append),
+    )
+
+    answer = agent.invoke("summarise the ticket", thread_id="s")
+
+    assert answer == Reply(
+        summary="found aws_access_key_id = [REDACTED:aws_access_key]", keys=["[REDACTED:aws_access_key]", "none"]
+    )
+    assert all(secret not in str(m) for m in _stored(agent, "s"))  # nor in the output call or its receipt
+    assert decisions == [{"policy_id": "secret.aws_access_key", "phase": "output", "action": "redact", "risk": "high"}]
