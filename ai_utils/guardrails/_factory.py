@@ -45,7 +45,14 @@ def guardrails(
 
     Tools run at most once, and their results are cut to ``max_tool_output_chars`` before the model sees them. A
     policy that raises blocks the call of a side-effecting or unknown tool; for an explicitly read-only tool
-    (metadata ``read_only=True``) the standard pack records an ``audit`` decision and goes on.
+    (metadata ``read_only=True``) the standard pack records an ``audit`` decision and goes on. A failing text
+    policy (input, context, output) always blocks.
+
+    Each message is scanned once: a turn scans only the messages newer than the last one the engine has seen, and
+    redacted copies replace the originals in the thread, so later turns (and a new process) read redacted history.
+    The destination check reads literal values only; enforce network egress after DNS resolution as well. A
+    `DeepAgent`'s subagents run their own middleware: add ``guardrails(...)`` to a subagent's ``middleware`` to
+    cover its tools too.
 
     Args:
         policy_pack: ``"standard"``, ``"strict"`` or ``"custom"``.

@@ -150,3 +150,12 @@ def test_guardrails_is_a_plain_middleware_list_item_and_also_usable_alone() -> N
     assert module("standard").name == "ai_utils.Guardrails"
     other = FakeChatModel(["ok"])
     assert Agent(llm=other, middleware=[guardrails("standard")]).invoke("hi") == "ok"
+
+
+def test_an_async_on_decision_in_a_sync_run_is_a_user_error() -> None:
+    async def record(event: dict[str, Any]) -> None:
+        pass
+
+    agent = Agent(llm=FakeChatModel(["ok"]), middleware=guardrails(on_decision=record))
+    with pytest.raises(UserError, match="ainvoke/astream"):
+        agent.invoke("key AKIAIOSFODNN7EXAMPLE")
