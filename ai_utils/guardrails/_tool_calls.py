@@ -166,11 +166,14 @@ class ToolCallPolicies:
             self._approvers[name] = approver
         return approver
 
-    def _rechecked(self, plan: _ToolPlan, request: ToolCallRequest) -> ToolMessage | ToolCallRequest:
-        """An edited call goes through the argument checks again; an approved one as it was checked."""
+    def _rechecked(
+        self, plan: _ToolPlan, request: ToolCallRequest, extra: list[GuardrailDecision]
+    ) -> ToolMessage | ToolCallRequest:
+        """The request to run, or the block result: an edited call goes through the argument checks again."""
         if request.tool_call["args"] == plan.request.tool_call["args"]:
             return request
-        edited = self._check_args(_ToolPlan(request, plan.decisions, plan.read_only))
+        edited = self._check_args(_ToolPlan(request, [], plan.read_only))
+        extra.extend(edited.decisions)
         return edited.blocked if edited.blocked is not None else edited.request
 
     def _finish_tool(
@@ -182,10 +185,12 @@ class ToolCallPolicies:
         carried = [*plan.decisions, *outcome]
 
         def process(message: ToolMessage) -> ToolMessage:
-            if message.response_metadata.get(META_KEY) is not None and message.id in self._seen:
-                return message  # our own block message
+            found: list[GuardrailDecision]
             try:
-                content, found = self._policies.tool_output(message.content, name)
+                if message.id is not None and message.id in self._seen:
+                    content, found = message.content, []  # our own block message (an edit that failed its checks)
+                else:
+                    content, found = self._policies.tool_output(message.content, name)
             except Exception:
                 if self._strict or not plan.read_only:
                     content, found = (
@@ -227,10 +232,11 @@ class ToolCallPolicies:
             self._emit([*plan.decisions, *fresh])
             return result
         ran: list[ToolCallRequest] = []
+        extra: list[GuardrailDecision] = []
 
         def run(approved: ToolCallRequest) -> ToolResult:
             ran.append(approved)
-            checked = self._rechecked(plan, approved)
+            checked = self._rechecked(plan, approved, extra)
             if isinstance(checked, ToolMessage):
                 return checked
             return handler(checked)
@@ -242,7 +248,7 @@ class ToolCallPolicies:
             self._emit([*plan.decisions, decision("tool.destructive", "tool_input", "require_approval", "high", name)])
             raise
         asked, outcome = self._outcome(plan, ran, name)
-        result, fresh = self._finish_tool(plan, raw, [asked, outcome])
+        result, fresh = self._finish_tool(plan, raw, [asked, outcome, *extra])
         self._emit(fresh[1:])  # `asked` went out when the run paused
         return result
 
@@ -264,10 +270,11 @@ class ToolCallPolicies:
             await self._aemit([*plan.decisions, *fresh])
             return result
         ran: list[ToolCallRequest] = []
+        extra: list[GuardrailDecision] = []
 
         async def run(approved: ToolCallRequest) -> ToolResult:
             ran.append(approved)
-            checked = self._rechecked(plan, approved)
+            checked = self._rechecked(plan, approved, extra)
             if isinstance(checked, ToolMessage):
                 return checked
             return await handler(checked)
@@ -280,7 +287,7 @@ class ToolCallPolicies:
             await self._aemit([*plan.decisions, asked])
             raise
         asked, outcome = self._outcome(plan, ran, name)
-        result, fresh = self._finish_tool(plan, raw, [asked, outcome])
+        result, fresh = self._finish_tool(plan, raw, [asked, outcome, *extra])
         await self._aemit(fresh[1:])  # `asked` went out when the run paused
         return result
 

@@ -201,17 +201,23 @@ def test_an_edited_destructive_call_is_checked_again_before_it_runs(fetched: Cou
         deleted.append(table)
         return "dropped"
 
+    decisions: list[dict[str, Any]] = []
     model = FakeChatModel([_call("drop_table", table="tmp", server="db.example.com"), "done", "done again"])
     agent = Agent(
         llm=model,
         tools=[StructuredTool.from_function(drop_table)],
         checkpointer=MemorySaver(),
-        middleware=guardrails(),
+        middleware=guardrails(on_decision=decisions.append),
     )
     assert is_interrupt(agent.invoke("drop tmp", thread_id="e"))
     agent.invoke(decision={"type": "edit", "args": {"table": "users", "server": "10.0.0.5"}}, thread_id="e")
 
     assert deleted == [] and "private-network" in _last_tool_message(model).text
+    assert [(d["policy_id"], d["action"]) for d in decisions] == [
+        ("tool.destructive", "require_approval"),
+        ("tool.destructive", "edited"),
+        ("network.private", "block"),
+    ]
 
 
 @pytest.mark.parametrize(
