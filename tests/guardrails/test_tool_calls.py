@@ -341,3 +341,40 @@ def test_a_failing_policy_fails_closed_unless_the_tool_is_read_only(
     assert ("guardrails.error", "audit" if runs else "block") in actions
     if not runs:
         assert "failed (UnknownType)" in _last_tool_message(model).text
+
+
+async def test_parallel_destructive_calls_pause_together_and_each_answer_applies_once() -> None:
+    ran: list[tuple[str, str]] = []
+
+    def delete_a(x: str) -> str:
+        """Delete a."""
+        ran.append(("delete_a", x))
+        return "a gone"
+
+    def drop_b(x: str) -> str:
+        """Drop b."""
+        ran.append(("drop_b", x))
+        return "b gone"
+
+    def look(x: str) -> str:
+        """Look something up."""
+        ran.append(("look", x))
+        return "seen"
+
+    calls = [
+        {"name": "delete_a", "args": {"x": "1"}},
+        {"name": "drop_b", "args": {"x": "2"}},
+        {"name": "look", "args": {"x": "3"}},
+    ]
+    model = FakeChatModel([{"tool_calls": calls}, "done"])
+    tools = [StructuredTool.from_function(f) for f in (delete_a, drop_b, look)]
+    agent = Agent(llm=model, tools=tools, checkpointer=MemorySaver(), middleware=guardrails())
+
+    chunks = [c async for c in agent.astream("go", thread_id="p")]
+    batch = chunks[-1]
+    assert is_interrupt(batch) and sorted(i["tool_name"] for i in batch["items"]) == ["delete_a", "drop_b"]
+    assert ran == [("look", "3")]  # the safe call ran while the others wait
+
+    answers = {i["id"]: "approve" if i["tool_name"] == "delete_a" else "reject" for i in batch["items"]}
+    assert await agent.ainvoke(decisions=answers, thread_id="p") == "done"
+    assert ran == [("look", "3"), ("delete_a", "1")]  # nothing ran twice; the rejected call never ran
