@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from ai_utils.exceptions import UserError
 from ai_utils.jev._validation import Provider
 from ai_utils.jev.client import DEFAULT_MODEL, JevClient, QuestionInput, shared_http_client
-from ai_utils.exceptions import UserError
 from ai_utils.jev.questions import Answer, ClassifyResult, Questions
 
 if TYPE_CHECKING:

@@ -94,7 +94,9 @@ def _render_state(state: Any) -> str:
     try:
         return json.dumps(state, ensure_ascii=False, indent=2, default=proto._json_default, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise UserError(f"`state` cannot be shown as JSON: {exc}. Pass strings, numbers, lists, dicts or messages.") from exc
+        raise UserError(
+            f"`state` cannot be shown as JSON: {exc}. Pass strings, numbers, lists, dicts or messages."
+        ) from exc
 
 
 def _text(value: Any) -> str:
@@ -104,7 +106,7 @@ def _text(value: Any) -> str:
 def _ask(plan: proto.Plan, name: str, question: dict[str, Any], state: str) -> _Ask:
     kind = question["type"]
     lines = [f"State:\n{state}", f"Question: {_text(question['instructions'])}"]
-    criteria = question.get("criteria")
+    criteria: Any = question.get("criteria")
     if kind == "choice":
         keys = list(criteria)
         if len(keys) > len(_LETTERS):

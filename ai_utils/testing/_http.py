@@ -112,4 +112,3 @@ def _make_handler(server: LocalHTTPServer) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
-

@@ -281,7 +281,9 @@ def _messages_text(body: Any) -> str:
         if isinstance(content, str):
             texts.append(content)
         elif isinstance(content, list):
-            texts.extend(part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str))
+            texts.extend(
+                part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
+            )
     return "\n".join(texts)
 
 
