@@ -33,7 +33,9 @@ from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any, Self
 
+from ai_utils.exceptions import UserError
 from ai_utils.testing._http import LocalHTTPServer
+from ai_utils.testing._logprobs import check_logprobs, token_logprobs
 
 __all__ = ["FakeOpenAIServer", "OpenAIReplyFunction", "RecordedRequest"]
 
@@ -145,6 +147,8 @@ class FakeOpenAIServer(LocalHTTPServer):
             times: how many requests the rule answers (``None``: all).
             model: the model name this reply reports.
         """
+        if logprobs is not None and (problem := check_logprobs(logprobs, where="logprobs")):
+            raise UserError(problem)
         rule = {"content": content, "logprobs": dict(logprobs) if logprobs else None, "images": list(images)}
         if model is not None:
             rule["model"] = model
@@ -248,7 +252,7 @@ class FakeOpenAIServer(LocalHTTPServer):
             message["images"] = images
         logprobs = None
         if self.logprobs and body.get("logprobs"):
-            logprobs = {"content": _token_logprobs(pieces, reply.get("logprobs"), int(body.get("top_logprobs") or 0))}
+            logprobs = {"content": token_logprobs(pieces, reply.get("logprobs"), int(body.get("top_logprobs") or 0))}
         prompt_tokens = max(1, len(_messages_text(body).split()))
         return {
             "id": f"chatcmpl-fake-{next(self._ids)}",
@@ -298,22 +302,6 @@ def _pieces(text: str) -> list[str]:
     if pieces and not text.endswith(" "):
         pieces[-1] = pieces[-1][:-1]
     return pieces
-
-
-def _entry(token: str, logprob: float) -> dict[str, Any]:
-    return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
-
-
-def _token_logprobs(pieces: list[str], scripted: Mapping[str, float] | None, top: int) -> list[dict[str, Any]]:
-    entries: list[dict[str, Any]] = []
-    for index, piece in enumerate(pieces):
-        if index == 0 and scripted:
-            best = sorted(scripted.items(), key=lambda item: -item[1])[:top]
-            chosen = scripted.get(piece, max(scripted.values()))
-            entries.append({**_entry(piece, chosen), "top_logprobs": [_entry(t, lp) for t, lp in best]})
-        else:
-            entries.append({**_entry(piece, 0.0), "top_logprobs": [_entry(piece, 0.0)] if top else []})
-    return entries
 
 
 def _image_part(image: bytes | str) -> dict[str, Any]:
