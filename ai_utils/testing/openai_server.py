@@ -88,7 +88,8 @@ class _Failure:
 class FakeOpenAIServer(LocalHTTPServer):
     """A real HTTP server on 127.0.0.1 that fakes an OpenAI-compatible provider (OpenAI, OpenRouter, vLLM, ...).
 
-    Replies come from rules (`reply`, `reply_with`), first match wins; without one the answer is ``"ok"``.
+    Replies come from `reply_with`'s function, then from the `reply` rules: rules with ``when=`` first, then the
+    others, each group in the order added; the first that matches answers. Without one the answer is ``"ok"``.
     Failures (`fail`) are served first, in order. With ``logprobs=False`` the server behaves like a provider
     that ignores the ``logprobs`` request field (``"logprobs": null``).
 
@@ -227,7 +228,11 @@ class FakeOpenAIServer(LocalHTTPServer):
             return reply
         text = _messages_text(body)
         with self._lock:
-            for rule in self._rules:
+            # Rules with `when` go first, so a catch-all added earlier never shadows a specific rule.
+            ordered = [rule for rule in self._rules if rule.when is not None] + [
+                rule for rule in self._rules if rule.when is None
+            ]
+            for rule in ordered:
                 if rule.when is not None and rule.when not in text:
                     continue
                 if rule.times is not None:
