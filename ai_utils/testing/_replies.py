@@ -101,9 +101,9 @@ def to_ai_message(
     A mapping may hold ``content`` (str), ``tool_calls`` (``[{"name", "args", "id"?}]``),
     ``reasoning`` (str, stored as ``additional_kwargs["reasoning_content"]``) and ``logprobs``
     (token -> log-probability of the first answer token, stored as ``response_metadata["logprobs"]`` in
-    the OpenAI shape that ``classify(..., llm=...)`` reads; ``content`` defaults to the likeliest token). Tool calls without an
-    id get ``call_<call_no>_<index>``. Usage metadata (word counts) and response metadata are added
-    unless the reply already carries them.
+    the OpenAI shape that ``classify(..., llm=...)`` reads; ``content`` defaults to the likeliest token).
+    Tool calls without an id get ``call_<call_no>_<index>``. Usage metadata (word counts) and response
+    metadata are added unless the reply already carries them.
 
     Args:
         reply: the scripted reply.
