@@ -198,7 +198,9 @@ def _read(llm: BaseChatModel, ask: _Ask, reply: AIMessage) -> list[float]:
         i = index.get(token.strip(_STRIP).upper())
         if i is not None:
             per_label[i].append(logprob)
-    if not any(per_label):
+    label_logprobs = [_logsumexp(values) for values in per_label]
+    peak = max(label_logprobs)
+    if peak == -math.inf:
         raise ModelOutputError(
             f"The chat model {_model_name(llm, reply)!r} answered question {ask.name!r} with {reply.text!r}; none of "
             f"its top {len(alternatives)} tokens is a label ({', '.join(ask.tokens)}). Reword the instructions, "
@@ -207,8 +209,6 @@ def _read(llm: BaseChatModel, ask: _Ask, reply: AIMessage) -> list[float]:
             attempts=1,
             output=reply.text,
         )
-    label_logprobs = [_logsumexp(values) for values in per_label]
-    peak = max(label_logprobs)
     weights = [math.exp(value - peak) for value in label_logprobs]
     total = sum(weights)
     return [weight / total for weight in weights]

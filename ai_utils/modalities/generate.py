@@ -98,7 +98,7 @@ def _decode(url: str, model: str) -> GeneratedImage:
         data = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise ProviderError(f"The image model {model!r} sent invalid base64 ({exc}).", provider="openrouter") from exc
-    return GeneratedImage(data=data, mime_type=header[len("data:") : -len(";base64")], url=url)
+    return GeneratedImage(data=data, mime_type=header[len("data:") :].split(";", 1)[0], url=url)
 
 
 def _unreachable(call: _Call, exc: Exception) -> ProviderError:

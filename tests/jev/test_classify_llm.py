@@ -211,6 +211,11 @@ async def test_logprobs_without_alternatives_or_labels_are_errors(openai_server:
     with pytest.raises(ModelOutputError, match=r"answered question 'refund' with 'Sure'; none of its top 3 tokens"):
         await aclassify(STATE, question, llm=llm)
 
+    # A broken server (positive log-probabilities) is refused rather than normalised into nonsense.
+    openai_server.reply_with(lambda body: {"content": "Yes", "logprobs": {"Yes": 0.7, "No": -1.0}})
+    with pytest.raises(ModelOutputError, match=r"sent the log-probability 0\.7 for 'Yes'"):
+        await aclassify(STATE, question, llm=llm)
+
 
 def test_bad_calls_fail_before_any_request(openai_server: FakeOpenAIServer) -> None:
     llm = local_llm(openai_server)
