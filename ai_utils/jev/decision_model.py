@@ -68,6 +68,10 @@ class JevDecisionModel(BaseDecisionModel):
     @model_validator(mode="after")
     def _make_client(self) -> JevDecisionModel:
         if self.llm is not None:
+            if self.model == proto.DEFAULT_MODEL:  # traces then name the model that really answers
+                self.model = str(
+                    getattr(self.llm, "model_name", None) or getattr(self.llm, "model", None) or self.model
+                )
             return self
         self._client = JevClient(
             api_key=self.api_key.get_secret_value() if self.api_key is not None else None,

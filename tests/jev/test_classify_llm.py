@@ -255,6 +255,7 @@ def test_jev_decision_model_with_llm_runs_langchains_auto_mode_without_jev(
     monkeypatch.delenv("OPENROUTER_API_KEY")  # no Jev key at all: the llm= model needs none
     openai_server.reply("Yes", logprobs={"Yes": -0.05, "No": -3.0})
     classifier = JevDecisionModel(llm=local_llm(openai_server))
+    assert classifier.model == "fake-gpt"  # what LangSmith traces report as ls_model_name
 
     response = classifier.invoke({"state": "rm -rf /", "questions": {"risky": Noul(instructions="Is it risky?")}})
     assert isinstance(response, ClassifierResponse)
