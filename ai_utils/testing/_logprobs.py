@@ -25,9 +25,9 @@ def _entry(token: str, logprob: float) -> dict[str, Any]:
     return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
 
 
-def first_token(content: str, scripted: Mapping[str, float]) -> str:
-    """The sampled first token: ``content`` itself, or the most likely scripted token when content is empty."""
-    return content or max(scripted, key=lambda token: scripted[token])
+def first_token(scripted: Mapping[str, float]) -> str:
+    """The most likely scripted token (what a reply without ``content`` samples)."""
+    return max(scripted, key=lambda token: scripted[token])
 
 
 def token_logprobs(pieces: list[str], scripted: Mapping[str, float] | None, top: int) -> list[dict[str, Any]]:

@@ -130,8 +130,8 @@ def to_ai_message(
         content = reply.get("content", "")
         scripted_metadata: dict[str, Any] = {}
         if logprobs:
-            content = content or first_token("", logprobs)
-            pieces = content.split() if isinstance(content, str) and content.split() else [first_token("", logprobs)]
+            content = content or first_token(logprobs)
+            pieces = content.split() if isinstance(content, str) and content.split() else [first_token(logprobs)]
             scripted_metadata["logprobs"] = {"content": token_logprobs(pieces, logprobs, len(logprobs))}
         message = AIMessage(
             content=content,
