@@ -9,10 +9,12 @@ bearer key, ``choices[0].message``, ``usage``, and the two parts other fakes lac
 from ai_utils import classify, get_llm
 from ai_utils.testing import FakeOpenAIServer
 
+questions = {"team": {"type": "choice", "instructions": "Which team?", "criteria": {"billing": None, "tech": None}}}
 with FakeOpenAIServer() as server:
     server.reply("A", logprobs={"A": -0.1, "B": -2.5}, when="Which team")
-    llm = get_llm("local", "fake-gpt", base_url=server.url)
+    llm = get_llm("local", "fake-gpt", base_url=server.url, api_key=server.api_key)
     result = classify("I was charged twice", questions, llm=llm)
+    assert result.answers["team"].choice == "billing"
     assert server.requests[0].body["logprobs"] is True
 ```
 
