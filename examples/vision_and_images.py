@@ -2,7 +2,8 @@
 
 Offline it starts `FakeOpenAIServer` (OpenAI/OpenRouter Chat Completions on 127.0.0.1, with images and
 logprobs) and every call goes there over real HTTP; with OPENROUTER_API_KEY set it uses OpenRouter
-(`generate_images` with Gemini's image model, `vision` and `classify(llm=...)` with get_llm()'s model).
+(`generate_images` with Gemini's image model; `vision` and `classify(llm=...)` with openai/gpt-4.1-mini, a
+vision model that returns logprobs -- reasoning models do not).
 Run: `.venv/bin/python examples/vision_and_images.py`
 """
 
@@ -52,9 +53,9 @@ def main() -> None:
     with ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         if online:
-            print("(OpenRouter: image model, get_llm()'s default model)")
+            print("(OpenRouter: Gemini image model, openai/gpt-4.1-mini)")
             wiring: dict[str, str] = {}
-            llm = get_llm()
+            llm = get_llm("openrouter", "openai/gpt-4.1-mini")
         else:
             print("(offline: FakeOpenAIServer on 127.0.0.1; set OPENROUTER_API_KEY for the real models)")
             server = stack.enter_context(FakeOpenAIServer())
