@@ -12,7 +12,7 @@ from ai_utils.testing import FakeOpenAIServer
 
 def test_replies_failures_and_the_journal_through_chat_openai() -> None:
     with FakeOpenAIServer(model="fake-gpt-2026") as server:
-        server.fail(503, times=1)
+        server.fail(503, times=1, retry_after=0.01)
         server.reply("Hello there, friend.", when="greet")
         llm = get_llm("local", "fake-gpt", base_url=server.url, api_key=server.api_key, max_retries=1)
 
