@@ -165,3 +165,14 @@ def test_structured_answers_are_redacted_field_by_field() -> None:
     )
     assert all(secret not in str(m) for m in _stored(agent, "s"))  # nor in the output call or its receipt
     assert decisions == [{"policy_id": "secret.aws_access_key", "phase": "output", "action": "redact", "risk": "high"}]
+
+
+@pytest.mark.timeout(30)  # a quadratic pattern took minutes on this input; linear scanning takes milliseconds
+def test_adversarial_tool_output_does_not_stall_the_scan() -> None:
+    @tool
+    def dump() -> str:
+        """Dump a file."""
+        return "sk-" * 40_000 + "eyJ-" * 20_000 + "-----BEGIN RSA PRIVATE KEY-----\n" * 2_000
+
+    model = FakeChatModel([{"tool_calls": [{"name": "dump", "args": {}}]}, "done"])
+    assert Agent(llm=model, tools=[dump], middleware=guardrails()).invoke("dump it") == "done"
