@@ -64,3 +64,10 @@ def test_deep_agent_redacts_blocks_private_targets_and_asks_before_deleting() ->
         "tool.destructive",
         "secret.anthropic_api_key",
     ]
+
+
+def test_deep_agent_strict_stream_is_buffered_and_redacted() -> None:
+    secret, text = SECRETS["aws_access_key"]
+    agent = DeepAgent(llm=FakeChatModel([f"here: {text} ok"]), middleware=guardrails("strict"))
+    chunks = list(agent.stream("what is the key?", thread_id="s"))
+    assert chunks == ["here: aws_access_key_id = [REDACTED:aws_access_key] ok"]
