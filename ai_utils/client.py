@@ -63,6 +63,7 @@ class InterruptEvent(TypedDict):
         decisions: allowed answers, e.g. ``["approve", "edit", "reject"]``.
         tool_name: the tool waiting for approval; ``None`` for a plain ``interrupt()``.
         args: the tool call's arguments; ``None`` for a plain ``interrupt()``.
+        options: the choices of a plain ``interrupt({"question": ..., "options": [...]})``, as given.
     """
 
     kind: Literal["interrupt"]
@@ -71,6 +72,7 @@ class InterruptEvent(TypedDict):
     decisions: list[str]
     tool_name: str | None
     args: dict[str, Any] | None
+    options: NotRequired[list[Any]]
 
 
 class InterruptBatch(TypedDict):
