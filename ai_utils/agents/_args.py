@@ -21,7 +21,10 @@ from ai_utils.exceptions import UserError
 __all__ = [
     "check_prompt",
     "config_thread_id",
-    "merge_run_config", "reject_unknown", "resolve_llm", "tool_list",
+    "merge_run_config",
+    "reject_unknown",
+    "resolve_llm",
+    "tool_list",
     "warn_unstored_thread",
 ]
 
@@ -89,7 +92,7 @@ def merge_run_config(ours: RunnableConfig, config: RunnableConfig | None) -> Run
         return ours
     if not isinstance(config, Mapping):
         raise UserError(f"`config` must be a LangChain RunnableConfig mapping, got {config!r}.")
-    merged = merge_configs(ours, config)  # type: ignore[arg-type]
+    merged = merge_configs(ours, config)
     thread_id = (ours.get("configurable") or {}).get("thread_id")
     if thread_id is not None:
         merged["configurable"] = {**(merged.get("configurable") or {}), "thread_id": thread_id}

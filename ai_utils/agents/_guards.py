@@ -43,7 +43,7 @@ class _Step:
     def __init__(self, schema: type[BaseModel], retries: int, request: ModelRequest) -> None:
         self.schema = schema
         self.request = request
-        self.extra: list[BaseMessage] = []
+        self.extra: list[Any] = []
         self.attempts = _Attempts[Any](
             [],
             lambda reply, last: reply,

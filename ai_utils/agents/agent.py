@@ -249,4 +249,3 @@ class Agent(GraphRunner):
         """Async twin of `invoke`."""
         result = await self._ainvoke(input, thread_id, context, decision, decisions, callbacks, config)
         return self._result(result, actor)
-

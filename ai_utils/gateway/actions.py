@@ -179,6 +179,8 @@ ActionPolicy: TypeAlias = Callable[[ActionPolicyContext], "ActionPolicyResult | 
 
 def _verdict(result: Any, action_id: str) -> ActionPolicyResult:
     """An action policy's return value as an `ActionPolicyResult` (a mapping is accepted as the seed has it)."""
+    status: Any
+    reason: Any
     if isinstance(result, ActionPolicyResult):
         status, reason = result.status, result.reason
     elif isinstance(result, Mapping):

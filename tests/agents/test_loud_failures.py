@@ -10,11 +10,10 @@ import warnings
 from typing import Any
 
 import pytest
+from _services import free_port
 
 from ai_utils import Agent, DeepAgent, ProviderError, UserError, get_llm
 from ai_utils.testing import FakeChatModel
-
-from _services import free_port
 
 
 @pytest.mark.parametrize("cls", [Agent, DeepAgent])

@@ -37,9 +37,7 @@ def lookup(n: int) -> str:
 
 
 def tool_calling_model(n: int) -> FakeChatModel:
-    return FakeChatModel(
-        [{"content": "Looking. ", "tool_calls": [{"name": "lookup", "args": {"n": n}}]}, "Done."]
-    )
+    return FakeChatModel([{"content": "Looking. ", "tool_calls": [{"name": "lookup", "args": {"n": n}}]}, "Done."])
 
 
 def app(make_agent: Callable[[], Agent], *, sync: bool = False, **response: Any) -> Starlette:
@@ -125,9 +123,7 @@ def test_on_error_chooses_the_error_line(serve: Callable[[Any], LiveServer]) -> 
 
 
 @pytest.mark.parametrize("sync", [False, True])
-def test_a_tool_raising_system_exit_ends_its_run_not_the_server(
-    serve: Callable[[Any], LiveServer], sync: bool
-) -> None:
+def test_a_tool_raising_system_exit_ends_its_run_not_the_server(serve: Callable[[Any], LiveServer], sync: bool) -> None:
     server = serve(app(lambda: Agent(llm=tool_calling_model(99), tools=[lookup]), sync=sync))
     chunks = list(iter_ndjson(post(server, input="look up 99").text.splitlines()))
     assert is_error_event(chunks[-1])
@@ -147,3 +143,21 @@ def test_an_integer_beyond_64_bits_does_not_end_the_stream(serve: Callable[[Any]
     assert start["args"] == {"n": big}
     assert chunks[-1] == "Done."
     assert json.loads(response.text.splitlines()[0]) == "Looking. "
+
+
+def test_fastapi_route_gets_the_same_shapes(serve: Callable[[Any], LiveServer]) -> None:
+    from fastapi import FastAPI
+
+    saver = InMemorySaver()
+    agent = Agent(llm=FakeChatModel(["Hallo!"]), checkpointer=saver)
+    api = FastAPI()
+
+    @api.post("/chat")
+    async def chat(body: dict[str, Any]) -> StreamResponse:
+        return StreamResponse(agent.astream(body.get("input"), thread_id=body.get("thread_id")))
+
+    server = serve(api)
+    refused = post(server, input="hi")
+    assert (refused.status_code, refused.json()["type"]) == (400, "UserError")
+    ok = post(server, input="hi", thread_id="t")
+    assert (ok.status_code, list(iter_ndjson(ok.text.splitlines()))) == (200, ["Hallo!"])
