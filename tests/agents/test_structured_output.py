@@ -39,7 +39,7 @@ def always_bad() -> tuple[FunctionChatModel, list[list[BaseMessage]]]:
 @pytest.mark.parametrize("kwargs", [{}, {"max_iterations": 3}, {"tools": []}])
 def test_agent_that_never_fills_the_schema_raises_model_output_error(kwargs: dict[str, Any]) -> None:
     llm, seen = always_bad()
-    agent = Agent(llm=llm, output=Answer, retries=2, **kwargs)
+    agent = Agent(llm=llm, output=Answer, **kwargs)  # retries=2 by default, as Chain
     with pytest.raises(ModelOutputError) as caught:
         agent.invoke("Largest city?")
     assert len(seen) == 3  # the first call plus `retries` retries, not 200

@@ -413,7 +413,7 @@ async def test_async_runs_fail_open_when_the_summarizer_raises(caplog: pytest.Lo
     )
     agent = create_agent(FunctionChatModel(conversation.reply), [lookup], checkpointer=saver, state_schema=DeltaState)
 
-    with caplog.at_level(logging.WARNING, logger="ai_utils.memory"):
+    with caplog.at_level(logging.DEBUG, logger="ai_utils.memory"):  # WARNING once per process, then DEBUG
         for _ in range(4):
             await agent.ainvoke(conversation.user(), _config())
 
