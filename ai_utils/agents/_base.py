@@ -352,10 +352,13 @@ class GraphRunner:
         *,
         check: tuple[str | None, Sequence[BaseCallbackHandler], RunnableConfig | None] | None = None,
     ) -> AsyncIterator[StreamChunk]:
+        # ``check`` (thread_id, callbacks, caller config): validate and build the config here, at the first
+        # __anext__, so the error surfaces inside the stream (StreamResponse answers it with a 400 JSON body).
         if check is not None:
             self._check(input, check[0], decision, decisions)
             config = self._config(*check)
-        assert config is not None
+        elif config is None:
+            raise TypeError("_astream_run needs a config or a check")
         async with self._run_graph(config) as (graph, config):
             if input is None:
                 graph_input: Any = await aresume_input(graph, config, decision, decisions)
