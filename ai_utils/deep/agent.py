@@ -72,7 +72,8 @@ class DeepAgent(GraphRunner):
         llm: the chat model object; defaults to `ai_utils.get_llm()`; a ``"provider:model"`` string is
             ``get_llm(provider, model)``. Subagents use it too unless they name their own (a subagent's
             ``"model"`` string is resolved the same way).
-        tools: `BaseTool`s and plain functions with docstrings, next to the built-in file tools.
+        tools: `BaseTool`s and plain functions with docstrings (or a `ToolRegistry`), next to the built-in file
+            tools.
         output: a pydantic model; ``invoke`` then returns a validated instance. A final answer that does not
             validate is sent back with the error up to ``retries`` times, then `ModelOutputError` is raised.
         retries: extra model calls for a final answer that fails ``output`` validation (as `Chain`).
@@ -96,7 +97,11 @@ class DeepAgent(GraphRunner):
 
     Raises:
         UserError: approval without a checkpointer, a backend class or factory instead of an instance, a bad
-            ``output``, duplicate tool names, or an ``interrupt_on`` key that names no tool.
+            ``output``, duplicate tool names, an ``interrupt_on`` key that names no tool, a bad
+            ``llm``/``prompt``/``tools`` value, or an unknown keyword argument.
+
+    With ``checkpointer=None``/``False`` nothing is remembered; a ``thread_id`` passed anyway is ignored with a
+    one-time `UserWarning`.
     """
 
     _owner = "DeepAgent"
