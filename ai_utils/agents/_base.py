@@ -133,7 +133,7 @@ class GraphRunner:
     def _pending_config(self, thread_id: str) -> RunnableConfig:
         if self.checkpointer is None:
             raise UserError(
-                f"{self._owner}.pending reads the paused run from a checkpointer; create the agent with one."
+                f"{self._owner}.pending and get_state read the thread from a checkpointer; create the agent with one."
             )
         return run_config(thread_id)
 

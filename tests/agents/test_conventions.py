@@ -150,3 +150,10 @@ def test_a_tool_registry_is_accepted_as_tools() -> None:
     assert [t.name for t in agent.tools] == ["add"]
     assert agent.invoke("2+3?") == "5"
     assert DeepAgent(llm=FakeChatModel(["x"]), tools=registry).tools[0].name == "add"
+
+
+def test_get_state_without_a_checkpointer_says_what_to_do() -> None:
+    from ai_utils import UserError
+
+    with pytest.raises(UserError, match="get_state read the thread from a checkpointer"):
+        Agent(llm=FakeChatModel(["x"])).get_state("t")
