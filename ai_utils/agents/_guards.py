@@ -8,25 +8,28 @@
   step; the thread keeps the accepted answer alone.
 - `ToolExitGuard`: a tool that raises ``SystemExit``/``KeyboardInterrupt`` (or any other non-``Exception``)
   would escape asyncio's task machinery and stop the whole server; the guard turns it into an ordinary
-  `ToolAbortedError` that ends only this run.
+  `ToolAbortedError` that ends only this run. deepagents builds its subagents (the general-purpose one too)
+  without the main agent's middleware, so `DeepAgent` also hands them `guard_tool` copies of its tools.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.structured_output import StructuredOutputError
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 from pydantic import BaseModel
 
 from ai_utils._structured import InvalidReply, _Attempts, check_retries, parse_json_reply
 
-__all__ = ["StructuredOutputGuard", "ToolAbortedError", "ToolExitGuard", "guards"]
+__all__ = ["StructuredOutputGuard", "ToolAbortedError", "ToolExitGuard", "guard_tool", "guards"]
 
 
 class ToolAbortedError(RuntimeError):
@@ -131,8 +134,8 @@ class StructuredOutputGuard(AgentMiddleware[AgentState[Any], Any, Any]):
                 step.attempts.failed(invalid)
 
 
-def _aborted(request: ToolCallRequest, error: BaseException) -> ToolAbortedError:
-    name = request.tool_call["name"]
+def _aborted(request: ToolCallRequest | str, error: BaseException) -> ToolAbortedError:
+    name = request if isinstance(request, str) else request.tool_call["name"]
     return ToolAbortedError(
         f"Tool {name!r} raised {type(error).__name__}({error}); the run was ended. Tools must raise an "
         "Exception (or return an error text), never exit the process."
@@ -182,3 +185,42 @@ def guards(output: type[BaseModel] | None, retries: int) -> list[AgentMiddleware
     if output is not None:
         stack.append(StructuredOutputGuard(output, retries=retries))
     return stack
+
+
+def guard_tool(tool: BaseTool) -> BaseTool:
+    """A copy of ``tool`` whose ``SystemExit``/``KeyboardInterrupt`` becomes `ToolAbortedError` (StructuredTools).
+
+    Other tool classes are returned unchanged (their calls in the main graph are still guarded by the
+    middleware). ``functools.wraps`` keeps the signature LangChain reads for injected ``config``/``callbacks``.
+    """
+    if not isinstance(tool, StructuredTool):
+        return tool
+    update: dict[str, Any] = {}
+    func, coroutine = tool.func, tool.coroutine
+    if func is not None:
+
+        @functools.wraps(func)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return func(*args, **kwargs)
+            except Exception:
+                raise
+            except BaseException as error:
+                raise _aborted(tool.name, error) from error
+
+        update["func"] = run
+    if coroutine is not None:
+
+        @functools.wraps(coroutine)
+        async def arun(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await coroutine(*args, **kwargs)
+            except Exception:
+                raise
+            except (GeneratorExit, asyncio.CancelledError):
+                raise
+            except BaseException as error:
+                raise _aborted(tool.name, error) from error
+
+        update["coroutine"] = arun
+    return tool.model_copy(update=update)

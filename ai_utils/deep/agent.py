@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from ai_utils.agents._args import check_prompt, reject_unknown, resolve_llm, tool_list
 from ai_utils.agents._base import Graph, GraphRunner
-from ai_utils.agents._guards import guards
+from ai_utils.agents._guards import guard_tool, guards
 from ai_utils.agents._hitl import to_interrupt_on
 from ai_utils.agents._runner import Decisions, RunResult
 from ai_utils.client import Decision
@@ -221,7 +221,7 @@ class DeepAgent(GraphRunner):
         check_unique(t.name for t in tools)
         graph: Graph = create_deep_agent(
             model=self.llm,
-            tools=list(tools),
+            tools=[guard_tool(t) for t in tools],
             system_prompt=self.system_prompt,
             middleware=[TodoListMiddleware(), *self.middleware, *self._guards],
             subagents=self.subagents,

@@ -161,3 +161,26 @@ def test_fastapi_route_gets_the_same_shapes(serve: Callable[[Any], LiveServer]) 
     assert (refused.status_code, refused.json()["type"]) == (400, "UserError")
     ok = post(server, input="hi", thread_id="t")
     assert (ok.status_code, list(iter_ndjson(ok.text.splitlines()))) == (200, ["Hallo!"])
+
+
+def test_a_subagent_tool_raising_system_exit_ends_the_run_not_the_server(serve: Callable[[Any], LiveServer]) -> None:
+    """deepagents builds its subagents without our middleware; the tools they get are guarded copies."""
+    from ai_utils import DeepAgent
+
+    def make() -> Any:
+        llm = FakeChatModel(
+            [
+                {
+                    "tool_calls": [
+                        {"name": "task", "args": {"description": "look 99", "subagent_type": "general-purpose"}}
+                    ]
+                },
+                {"tool_calls": [{"name": "lookup", "args": {"n": 99}}]},
+            ]
+        )
+        return DeepAgent(llm=llm, tools=[lookup])
+
+    server = serve(app(make))
+    last = list(iter_ndjson(post(server, input="delegate", thread_id="d1").text.splitlines()))[-1]
+    assert is_error_event(last) and last["type"] == "ToolAbortedError"
+    assert post(server, input="again", thread_id="d2").status_code == 200
