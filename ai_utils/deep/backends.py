@@ -9,13 +9,22 @@ them with the shell backends too.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ai_utils._optional import missing_extra
-from ai_utils.deep._sandbox import BwrapSandboxBackend, run_limited
+from ai_utils.deep._confine import BwrapCommand, Confinement, denied_mounts, find_bwrap, probe_bwrap
+from ai_utils.deep._sandbox import (
+    BwrapSandboxBackend,
+    WorkspaceFiles,
+    command_problem,
+    effective_timeout,
+    run_limited,
+)
 from ai_utils.deep.permissions import CommandPolicy, normalize_route, to_host_command
 from ai_utils.exceptions import UserError
 
@@ -45,6 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BwrapSandboxBackend",
+    "attach_permissions",
     "create_filesystem_backend",
     "create_local_shell_backend",
     "create_sandbox_backend",
@@ -165,8 +175,8 @@ class _SandboxShell(_RouteOnlyState, SandboxBackendProtocol):
         return self._id
 
     def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
-        if not command or not isinstance(command, str):
-            return ExecuteResponse(output="Error: command must be a non-empty string.", exit_code=1, truncated=False)
+        if problem := command_problem(command):
+            return ExecuteResponse(output=problem, exit_code=1, truncated=False)
         return self._runner(command, timeout)
 
 
@@ -178,15 +188,35 @@ class _HostShell(_RouteOnlyState, LocalShellBackend):
     unrestricted one.
     """
 
-    def __init__(self, route: str, root: Path, runner: Callable[[str, int | None], ExecuteResponse]) -> None:
+    def __init__(
+        self,
+        route: str,
+        root: Path,
+        runner: Callable[[str, int | None, Sequence[Sequence[FilesystemPermission]]], ExecuteResponse],
+        permissions: Sequence[FilesystemPermission],
+    ) -> None:
         _RouteOnlyState.__init__(self, route)
         LocalShellBackend.__init__(self, root_dir=root, virtual_mode=True)
         self._runner = runner
+        self.rule_sets: list[list[FilesystemPermission]] = [list(permissions)]
 
     def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
-        if not command or not isinstance(command, str):
-            return ExecuteResponse(output="Error: command must be a non-empty string.", exit_code=1, truncated=False)
-        return self._runner(command, timeout)
+        if problem := command_problem(command):
+            return ExecuteResponse(output=problem, exit_code=1, truncated=False)
+        return self._runner(command, timeout, self.rule_sets)
+
+
+def attach_permissions(backend: object, permissions: Sequence[FilesystemPermission] | None) -> None:
+    """Let a `create_local_shell_backend` shell also enforce the agent's own deny rules in ``execute``.
+
+    `DeepAgent` calls this with its ``permissions``, so rules passed only to the agent confine the
+    shell too (lexically and, with OS confinement, by hiding the denied paths).
+    """
+    if not permissions or not isinstance(backend, CompositeBackend) or not isinstance(backend.default, _HostShell):
+        return
+    rules = list(permissions)
+    if rules not in backend.default.rule_sets:
+        backend.default.rule_sets.append(rules)
 
 
 def sandbox_shell_prompt(backend: object) -> str:
@@ -226,6 +256,9 @@ def create_state_backend() -> StateBackend:
 def create_filesystem_backend(root_dir: str | Path) -> FilesystemBackend:
     """Files on disk under ``root_dir``, which the agent sees as ``/`` (``..``/``~``/symlinks out refused).
 
+    A refused path (through a symlink out, with a NUL byte) is an error result for the model, never an
+    exception that ends the run, and the message names no host path.
+
     Args:
         root_dir: the folder; created if missing.
 
@@ -234,7 +267,7 @@ def create_filesystem_backend(root_dir: str | Path) -> FilesystemBackend:
     """
     root = Path(root_dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    return FilesystemBackend(root_dir=root, virtual_mode=True)
+    return WorkspaceFiles(root)
 
 
 def create_workspace_backend(root_dir: str | Path, route: str = "/workspace/") -> CompositeBackend:
@@ -260,51 +293,93 @@ def create_local_shell_backend(
     timeout: float = 120,
     max_output_bytes: int = 100_000,
     env: dict[str, str] | None = None,
+    confinement: Confinement = "os",
+    bwrap: str | None = None,
 ) -> CompositeBackend:
-    """The workspace backend plus ``execute`` in a HOST shell — for local development only.
+    """The workspace backend plus ``execute`` in a shell on this machine, confined to the workspace.
 
-    Commands run on this machine with the server's user rights, cwd ``root_dir``, an environment of
-    only ``PATH``, ``HOME=<root_dir>`` and ``LANG`` (plus ``env``), a time limit (the process group
-    is killed) and an output limit. Each command is first checked by ``policy``
-    (`ai_utils.deep.permissions.CommandPolicy`; default: any program, workspace paths only) and
-    against the deny rules in ``permissions``; refusals come back to the model as an error result.
-    That check is lexical: it is NOT a sandbox (see `ai_utils.deep.permissions`). Use
-    `create_sandbox_backend` for untrusted code. A warning is logged once per process.
+    With ``confinement="os"`` (default) every command runs under bubblewrap: the host toolchain
+    (``/usr``, ``/bin``, ``/lib*`` and a few loader/TLS/DNS files of ``/etc``, not ``passwd``)
+    read-only, ``root_dir`` read-write at its host path (also at ``route`` when that is free) as the
+    only writable host folder, workspace paths denied by ``permissions`` hidden (``deny_read``) or
+    read-only (``deny_write``), a private ``/tmp``, its own PID namespace and ``/proc``, no
+    capabilities, our uid, and the host network. Nothing else of the host exists inside (no
+    ``/home``, ``/root``, host ``/tmp``, other processes). Deny rules cover the paths that exist when
+    the command starts. At the time limit the whole process tree is killed.
+
+    With ``confinement="lexical"`` commands run directly on the host, only checked by the lexical
+    ``policy``: that can be bypassed (globs, symlinks, programs that build paths) — use it only
+    where bubblewrap cannot run and the model is trusted.
+
+    Either way each command is first checked by ``policy`` (`ai_utils.deep.permissions.CommandPolicy`;
+    default: any program, workspace paths only) and against the deny rules — a fast filter with a
+    clear message; refusals and commands over 64 KiB come back to the model as an error result. The
+    environment is only ``PATH``, ``HOME=<root_dir>`` and ``LANG`` (plus ``env``). For untrusted code
+    prefer `create_sandbox_backend` (no network, an unprivileged uid, resource limits).
 
     Args:
         root_dir: the host folder; created if missing.
         route: the prefix the agent sees.
         policy: the command policy.
-        permissions: file rules whose deny entries also refuse commands (pass the same list as
-            ``DeepAgent(permissions=...)``).
-        timeout: default seconds per command.
+        permissions: file rules whose deny entries also confine commands (`DeepAgent` adds its own
+            ``permissions`` too).
+        timeout: seconds per command; the most a model-supplied ``timeout`` can ask for.
         max_output_bytes: output kept per command.
         env: extra environment variables for commands.
+        confinement: ``"os"`` (bubblewrap) or ``"lexical"`` (the policy only; bypassable).
+        bwrap: path of the ``bwrap`` binary (default: found on ``PATH``).
 
     Returns:
         A deepagents ``CompositeBackend`` that supports ``execute``.
+
+    Raises:
+        UserError: bubblewrap is missing or cannot run here (with ``confinement="os"``), or a bad option.
     """
     global _warned_local_shell
-    if not _warned_local_shell:
-        _log.warning("create_local_shell_backend runs commands on the host (dev only); it is not a sandbox.")
-        _warned_local_shell = True
+    if confinement not in ("os", "lexical"):
+        msg = f"confinement must be 'os' or 'lexical', got {confinement!r}; pass confinement='os'."
+        raise UserError(msg)
+    if timeout <= 0:
+        msg = f"timeout must be positive, got {timeout!r}; pass seconds, e.g. timeout=120."
+        raise UserError(msg)
     prefix = normalize_route(route)
     files = create_filesystem_backend(root_dir)
     root = files.cwd
     checker = policy or CommandPolicy()
-    rules = list(permissions)
     run_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(root), "LANG": "C.UTF-8", **(env or {})}
+    sandbox: BwrapCommand | None = None
+    if confinement == "os":
+        try:
+            binary = find_bwrap(bwrap)
+        except UserError as error:
+            raise UserError(f"{error} Or pass confinement='lexical' (a bypassable lexical check only).") from None
+        probe_bwrap(binary)
+        mount = prefix.rstrip("/")
+        extra = () if mount == str(root) or mount.startswith(_RESERVED_MOUNTS) else (mount,)
+        sandbox = BwrapCommand(
+            binary=binary, workspace=root, mount=str(root), extra_mounts=extra, network=True, uid=os.geteuid()
+        )
+    elif not _warned_local_shell:
+        _log.warning("create_local_shell_backend(confinement='lexical') runs commands on the host; it is bypassable.")
+        _warned_local_shell = True
 
-    def run(command: str, command_timeout: int | None) -> ExecuteResponse:
+    def run(
+        command: str, command_timeout: int | None, rule_sets: Sequence[Sequence[FilesystemPermission]]
+    ) -> ExecuteResponse:
+        rules = [rule for rules in rule_sets for rule in rules]
         refusal = checker.check(command, root_dir=root, route=prefix, permissions=rules)
         if refusal is not None:
             return ExecuteResponse(output=f"Error: {refusal}", exit_code=126, truncated=False)
         host_command = to_host_command(command, root_dir=root, route=prefix)
-        limit = timeout if command_timeout is None or command_timeout <= 0 else command_timeout
-        argv = ["/bin/sh", "-c", host_command]
+        limit = effective_timeout(timeout, command_timeout)
+        if sandbox is None:
+            argv = ["/bin/sh", "-c", host_command]
+        else:
+            hidden, read_only = denied_mounts(root, prefix, rule_sets)
+            argv = dataclasses.replace(sandbox, hidden=hidden, read_only=read_only).argv(host_command)
         return run_limited(argv, cwd=root, env=run_env, timeout=limit, max_output_bytes=max_output_bytes)
 
-    return CompositeBackend(default=_HostShell(prefix, root, run), routes={prefix: files})
+    return CompositeBackend(default=_HostShell(prefix, root, run, permissions), routes={prefix: files})
 
 
 def create_sandbox_backend(
@@ -325,15 +400,16 @@ def create_sandbox_backend(
     Args:
         root_dir: the host folder; created if missing.
         route: the prefix the agent sees and the mount point inside the sandbox.
-        timeout: default seconds per command.
+        timeout: seconds per command; the most a model-supplied ``timeout`` can ask for.
         max_output_bytes: output kept per command.
-        **options: passed to `BwrapSandboxBackend` (``bwrap=`` path).
+        **options: passed to `BwrapSandboxBackend`: ``bwrap=`` path and the limits ``max_processes``,
+            ``max_file_size``, ``max_memory``, ``max_cpu_seconds``, ``tmp_size`` (``None`` lifts one).
 
     Returns:
         A deepagents ``CompositeBackend`` that supports ``execute``.
 
     Raises:
-        UserError: ``bwrap`` is missing or ``route`` would hide a system folder.
+        UserError: ``bwrap`` is missing or cannot run here, a bad limit, or ``route`` would hide a system folder.
     """
     prefix = normalize_route(route)
     mount = prefix.rstrip("/")
