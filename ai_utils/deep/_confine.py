@@ -202,8 +202,7 @@ class BwrapCommand:
     def _overlays(self, target: str) -> list[str]:
         args: list[str] = []
         for path in self.read_only:
-            inner = _inside(path, self.workspace, target)
-            args += ["--ro-bind", inner, inner]
+            args += ["--ro-bind", str(path), _inside(path, self.workspace, target)]
         for path in self.hidden:
             inner = _inside(path, self.workspace, target)
             if path.is_dir():

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Literal
@@ -60,7 +59,7 @@ __all__ = [
 _Operation = Literal["read", "write"]
 _GLOB_FLAGS = wcglob.BRACE | wcglob.GLOBSTAR
 _EXPANSION = re.compile(r"[$`]")
-_ABSOLUTE = re.compile(r"(?:^|(?<=[^\w.~-]))/[^\s'\"()<>|;&]*")
+_ABSOLUTE = re.compile(r"(?:^|(?<=[^\w.~*?\]}-]))/[^\s'\"()<>|;&]*")
 _PARENT = re.compile(r"(?:^|[^\w.])\.\.(?:$|/)")
 _SHELL_OPERATORS = {"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"}
 # `cd` alone goes to $HOME, `cd -` to $OLDPWD: both outside the workspace.
@@ -210,7 +209,7 @@ class CommandPolicy:
         for words in _simple_commands(tokens):
             if reason := self._command_problem(words, root_dir=root_dir, route=route, permissions=permissions):
                 return reason
-        for token in tokens:
+        for token in dict.fromkeys(tokens):  # each distinct token once
             if reason := _token_problem(token, root_dir=root_dir, route=route, permissions=permissions):
                 return reason
         return None
@@ -233,10 +232,45 @@ class CommandPolicy:
         return None
 
 
+# One piece of a shell word per match. shlex builds each token one character at a time (quadratic in
+# the token length); this scanner takes whole runs, so the check stays linear in the command length.
+_PIECE = re.compile(
+    r"(?P<newline>\n)|(?P<space>[ \t\r\f\v]+)|(?P<punct>[();<>|&]+)|'(?P<single>[^']*)'"
+    r'|"(?P<double>(?:[^"\\]|\\.)*)"|\\(?P<escaped>.)|(?P<word>[^\s();<>|&\'"\\]+)|(?P<bad>[\'"\\])',
+    re.DOTALL,
+)
+_DOUBLE_ESCAPE = re.compile(r'\\([\\"$`\n])')
+
+
 def _tokens(command: str) -> list[str]:
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    return list(lexer)
+    """Split ``command`` into shell words and operator tokens (a newline separates commands like ``;``)."""
+    tokens: list[str] = []
+    parts: list[str] = []
+    started = False
+    position = 0
+    while position < len(command):
+        if not started and command.startswith("#", position):  # a comment runs to the end of the line
+            end = command.find("\n", position)
+            position = len(command) if end < 0 else end
+            continue
+        match = _PIECE.match(command, position)
+        if match is None or match.lastgroup == "bad":
+            raise ValueError("No closing quotation")
+        position = match.end()
+        kind = match.lastgroup or "word"
+        if kind in ("newline", "space", "punct"):
+            if started:
+                tokens.append("".join(parts))
+                parts, started = [], False
+            if kind != "space":
+                tokens.append(";" if kind == "newline" else match.group())
+            continue
+        started = True
+        value = match.group(kind)
+        parts.append(_DOUBLE_ESCAPE.sub(r"\1", value) if kind == "double" else value)
+    if started:
+        tokens.append("".join(parts))
+    return tokens
 
 
 def _simple_commands(tokens: list[str]) -> list[list[str]]:
@@ -267,9 +301,11 @@ def _token_problem(
     virtual = _virtual_path(token, root_dir=root_dir, route=route)
     if virtual is None:
         return None
-    real = (root_dir / virtual[len(route) :]).resolve() if virtual != route else root_dir
-    if os.path.lexists(root_dir / virtual[len(route) :]) and not real.is_relative_to(root_dir):
-        return f"command refused: {token!r} resolves to {str(real)!r}, outside the workspace {route}."
+    host = os.path.join(root_dir, virtual[len(route) :])
+    if virtual != route and os.path.lexists(host):
+        real = Path(os.path.realpath(host))
+        if not real.is_relative_to(root_dir):
+            return f"command refused: {token!r} resolves to {str(real)!r}, outside the workspace {route}."
     for rule in permissions:
         if rule.mode == "deny" and any(wcglob.globmatch(virtual, p, flags=_GLOB_FLAGS) for p in rule.paths):
             return f"command refused: permission denied for {virtual} ({'/'.join(rule.operations)})."
