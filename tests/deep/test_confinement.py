@@ -244,3 +244,30 @@ def test_without_bubblewrap_the_backend_names_what_to_install(layout: Path) -> N
     lexical = create_local_shell_backend(layout, confinement="lexical", bwrap=str(layout / "no-bwrap"))
     assert lexical.execute("echo plain").output == "plain\n"
     assert "refused" in lexical.execute("cat /etc/passwd").output
+
+
+@pytest.mark.parametrize("shell", [False, True])
+def test_file_tools_refuse_symlinks_out_and_nul_bytes_without_ending_the_run(layout: Path, shell: bool) -> None:
+    from ai_utils.deep import create_workspace_backend
+
+    backend = create_local_shell_backend(layout) if shell else create_workspace_backend(layout)
+    calls = [
+        ("delete", {"file_path": "/workspace/lnk/secret.txt"}),
+        ("delete", {"file_path": "/workspace/a\x00b"}),
+        ("read_file", {"file_path": "/workspace/a\x00b"}),
+        ("write_file", {"file_path": "/workspace/a\x00b", "content": "x"}),
+        ("edit_file", {"file_path": "/workspace/lnk/secret.txt", "old_string": "O", "new_string": "X"}),
+        ("ls", {"path": "/workspace/lnk"}),
+        ("write_file", {"file_path": "/workspace/ok.txt", "content": "fine"}),
+    ]
+    model = FakeChatModel([*({"tool_calls": [{"name": n, "args": a}]} for n, a in calls), "done"])
+    agent = DeepAgent(llm=model, backend=backend, permissions=workspace_permissions(), checkpointer=False)
+    assert agent.invoke("go") == "done"
+    results = [str(call[-1].content) for call in model.calls[1:] if isinstance(call[-1], ToolMessage)]
+    assert len(results) == len(calls)
+    for result in results[:6]:
+        assert "Error" in result or "outside" in result, result
+        assert str(layout.parent) not in result, result
+        assert SECRET not in result
+    assert (layout.parent / "outside" / "secret.txt").read_text() == SECRET
+    assert (layout / "ok.txt").read_text() == "fine"
