@@ -21,6 +21,7 @@ from langgraph.types import Interrupt as GraphInterrupt
 from pydantic import BaseModel
 
 from ai_utils._utils import iterate_sync, run_sync
+from ai_utils.agents._context import check_context
 from ai_utils.agents._runner import (
     Decisions,
     Interrupt,
@@ -96,7 +97,8 @@ class GraphRunner:
         handlers = [*self.callbacks, *callbacks]
         return run_config(thread_id, callbacks=handlers or None)
 
-    def _check(self, input: Any, thread_id: str | None, decision: Any, decisions: Any) -> None:
+    def _check(self, input: Any, thread_id: str | None, decision: Any, decisions: Any, context: Any = None) -> None:
+        check_context(getattr(self, "context_schema", None), context, owner=self._owner)
         check_call(
             owner=self._owner,
             input=input,
@@ -202,7 +204,7 @@ class GraphRunner:
         decisions: Decisions | None,
         callbacks: Sequence[BaseCallbackHandler],
     ) -> RunResult:
-        self._check(input, thread_id, decision, decisions)
+        self._check(input, thread_id, decision, decisions, context)
         if self._graph is None:
             return run_sync(
                 lambda: self._ainvoke(input, thread_id, context, decision, decisions, callbacks),
@@ -224,7 +226,7 @@ class GraphRunner:
         decisions: Decisions | None,
         callbacks: Sequence[BaseCallbackHandler],
     ) -> RunResult:
-        self._check(input, thread_id, decision, decisions)
+        self._check(input, thread_id, decision, decisions, context)
         async with self._run_graph(self._config(thread_id, callbacks)) as (graph, config):
             if input is None:
                 graph_input: Any = await aresume_input(graph, config, decision, decisions)
@@ -245,7 +247,7 @@ class GraphRunner:
         adapter: ChunkAdapter,
         callbacks: Sequence[BaseCallbackHandler],
     ) -> Iterator[StreamChunk]:
-        self._check(input, thread_id, decision, decisions)
+        self._check(input, thread_id, decision, decisions, context)
         config = self._config(thread_id, callbacks)
         if self._graph is None:
             return iterate_sync(
@@ -267,7 +269,7 @@ class GraphRunner:
         adapter: ChunkAdapter,
         callbacks: Sequence[BaseCallbackHandler],
     ) -> AsyncIterator[StreamChunk]:
-        self._check(input, thread_id, decision, decisions)
+        self._check(input, thread_id, decision, decisions, context)
         return self._astream_run(input, self._config(thread_id, callbacks), context, decision, decisions, adapter)
 
     async def _astream_run(
