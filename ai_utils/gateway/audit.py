@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 from dataclasses import dataclass, field, fields
@@ -29,6 +30,28 @@ __all__ = [
 ]
 
 AuditStatus = Literal["succeeded", "failed", "blocked"]
+_TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def sql_table_name(table: object, *, what: str, default: str) -> str:
+    """``table`` if it is a plain ASCII identifier (SQL is built with it, always quoted), else `UserError`.
+
+    Args:
+        table: the name to check.
+        what: which table, for the message (``"Audit"``).
+        default: the name to suggest.
+
+    Returns:
+        ``table``.
+    """
+    if not isinstance(table, str) or not _TABLE_NAME.fullmatch(table):
+        from ai_utils.exceptions import UserError
+
+        raise UserError(
+            f"{what} table name {table!r} is not a plain identifier (ASCII letters, digits, '_', at most 63). "
+            f"Use e.g. {default!r}."
+        )
+    return table
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,12 +230,8 @@ class SqliteAuditSink:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, table: str = "llm_audit_log") -> None:
-        if not table.isidentifier():
-            from ai_utils.exceptions import UserError
-
-            raise UserError(f"Audit table name {table!r} is not a plain identifier. Use e.g. 'llm_audit_log'.")
+        self.table = sql_table_name(table, what="Audit", default="llm_audit_log")
         self.path = str(path)
-        self.table = table
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
@@ -223,8 +242,8 @@ class SqliteAuditSink:
             else f"{name} {'REAL' if name == 'latency_ms' else 'TEXT'}"
             for name in FIELD_NAMES
         )
-        self._conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
-        self._insert = f"INSERT INTO {table} ({', '.join(FIELD_NAMES)}) VALUES ({', '.join('?' * len(FIELD_NAMES))})"
+        self._conn.execute(f'CREATE TABLE IF NOT EXISTS "{table}" ({columns})')
+        self._insert = f'INSERT INTO "{table}" ({", ".join(FIELD_NAMES)}) VALUES ({", ".join("?" * len(FIELD_NAMES))})'
 
     def write(self, entry: AuditEntry) -> None:
         """Insert the row.
@@ -245,7 +264,7 @@ class SqliteAuditSink:
         Returns:
             The rows as dicts, in insertion order.
         """
-        query = f"SELECT {', '.join(FIELD_NAMES)} FROM {self.table}"
+        query = f'SELECT {", ".join(FIELD_NAMES)} FROM "{self.table}"'
         params: tuple[str, ...] = ()
         if request_id is not None:
             query += " WHERE request_id = ?"
