@@ -442,7 +442,9 @@ def create_feedback_route(
             entry = validate_feedback({**body, **identity})
             if enrich_entry is not None:
                 entry = validate_feedback(await _maybe_await(enrich_entry(entry, {"actor": actor, "request": request})))
-                entry = replace(entry, **identity)  # the stored identity is the authenticated actor's, always
+                entry = replace(
+                    entry, user_id=actor.user_id, tenant_id=actor.tenant_id
+                )  # the stored identity is the authenticated actor's, always
         except FeedbackValidationError as err:
             return error(400, str(err))
         try:
