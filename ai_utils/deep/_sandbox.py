@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -276,16 +277,31 @@ class BwrapSandboxBackend(WorkspaceFiles, SandboxBackendProtocol):
         Returns:
             Merged output, exit code and whether the output was truncated.
         """
+        return self.run(command, timeout)
+
+    def run(
+        self, command: str, timeout: float | None, *, hidden: tuple[Path, ...] = (), read_only: tuple[Path, ...] = ()
+    ) -> ExecuteResponse:
+        """`execute` with workspace paths to hide (``hidden``) or mount read-only (``read_only``).
+
+        Args:
+            command: the shell command (at most 64 KiB).
+            timeout: seconds for this command; it can only lower the backend's ``timeout``.
+            hidden: host paths inside ``root_dir`` the command must not read.
+            read_only: host paths inside ``root_dir`` the command must not change.
+
+        Returns:
+            Merged output, exit code and whether the output was truncated.
+        """
         if problem := command_problem(command):
             return ExecuteResponse(output=problem, exit_code=1, truncated=False)
         limit = effective_timeout(self._timeout, timeout)
         env = {"PATH": _SANDBOX_PATH, "HOME": self._mount, "LANG": "C.UTF-8"}
-        return run_limited(
-            self.command_argv(command), cwd=self.cwd, env=env, timeout=limit, max_output_bytes=self._max_output_bytes
-        )
+        argv = dataclasses.replace(self._command, hidden=hidden, read_only=read_only).argv(command)
+        return run_limited(argv, cwd=self.cwd, env=env, timeout=limit, max_output_bytes=self._max_output_bytes)
 
 
-def effective_timeout(maximum: float, requested: float | None) -> float:
+def effective_timeout(maximum: float, requested: object) -> float:
     """The backend's ``maximum`` unless the model asked for less (a positive number)."""
     if requested is None or isinstance(requested, bool) or not isinstance(requested, (int, float)) or requested <= 0:
         return maximum

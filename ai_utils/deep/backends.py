@@ -49,8 +49,11 @@ except ImportError as _import_error:
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from typing import TypeAlias
 
     from deepagents.middleware.filesystem import FilesystemPermission
+
+    _Runner: TypeAlias = Callable[[str, int | None, Sequence[Sequence[FilesystemPermission]]], ExecuteResponse]
 
 __all__ = [
     "BwrapSandboxBackend",
@@ -165,10 +168,11 @@ class _RouteOnlyState(StateBackend):
 class _SandboxShell(_RouteOnlyState, SandboxBackendProtocol):
     """`_RouteOnlyState` plus ``execute`` through a runner (the composite sends ``execute`` to its default)."""
 
-    def __init__(self, route: str, runner: Callable[[str, int | None], ExecuteResponse], id_prefix: str) -> None:
+    def __init__(self, route: str, runner: _Runner, id_prefix: str) -> None:
         super().__init__(route)
         self._runner = runner
         self._id = f"{id_prefix}-{uuid.uuid4().hex[:8]}"
+        self.rule_sets: list[list[FilesystemPermission]] = []
 
     @property
     def id(self) -> str:
@@ -177,7 +181,7 @@ class _SandboxShell(_RouteOnlyState, SandboxBackendProtocol):
     def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
         if problem := command_problem(command):
             return ExecuteResponse(output=problem, exit_code=1, truncated=False)
-        return self._runner(command, timeout)
+        return self._runner(command, timeout, self.rule_sets)
 
 
 class _HostShell(_RouteOnlyState, LocalShellBackend):
@@ -192,7 +196,7 @@ class _HostShell(_RouteOnlyState, LocalShellBackend):
         self,
         route: str,
         root: Path,
-        runner: Callable[[str, int | None, Sequence[Sequence[FilesystemPermission]]], ExecuteResponse],
+        runner: _Runner,
         permissions: Sequence[FilesystemPermission],
     ) -> None:
         _RouteOnlyState.__init__(self, route)
@@ -207,16 +211,18 @@ class _HostShell(_RouteOnlyState, LocalShellBackend):
 
 
 def attach_permissions(backend: object, permissions: Sequence[FilesystemPermission] | None) -> None:
-    """Let a `create_local_shell_backend` shell also enforce the agent's own deny rules in ``execute``.
+    """Let a shell backend also enforce the agent's own deny rules in ``execute``.
 
     `DeepAgent` calls this with its ``permissions``, so rules passed only to the agent confine the
-    shell too (lexically and, with OS confinement, by hiding the denied paths).
+    shell too: the denied workspace paths are hidden or read-only for commands (and the local shell's
+    lexical check refuses them by name).
     """
-    if not permissions or not isinstance(backend, CompositeBackend) or not isinstance(backend.default, _HostShell):
+    shell = backend.default if isinstance(backend, CompositeBackend) else None
+    if not permissions or not isinstance(shell, (_HostShell, _SandboxShell)):
         return
     rules = list(permissions)
-    if rules not in backend.default.rule_sets:
-        backend.default.rule_sets.append(rules)
+    if rules not in shell.rule_sets:
+        shell.rule_sets.append(rules)
 
 
 def sandbox_shell_prompt(backend: object) -> str:
@@ -418,7 +424,10 @@ def create_sandbox_backend(
         raise UserError(msg)
     sandbox = BwrapSandboxBackend(root_dir, timeout=timeout, max_output_bytes=max_output_bytes, mount=mount, **options)
 
-    def run(command: str, command_timeout: int | None) -> ExecuteResponse:
-        return sandbox.execute(command, timeout=command_timeout)
+    def run(
+        command: str, command_timeout: int | None, rule_sets: Sequence[Sequence[FilesystemPermission]]
+    ) -> ExecuteResponse:
+        hidden, read_only = denied_mounts(sandbox.cwd, prefix, rule_sets)
+        return sandbox.run(command, command_timeout, hidden=hidden, read_only=read_only)
 
     return CompositeBackend(default=_SandboxShell(prefix, run, "bwrap"), routes={prefix: sandbox})

@@ -6,24 +6,24 @@ allows). deepagents enforces them on ``ls``/``read_file``/``write_file``/``edit_
 
 ``execute``: deepagents refuses ``permissions`` together with an execute-capable backend unless
 every rule path lies inside a ``CompositeBackend`` route. Our workspace backends
-(`ai_utils.deep.backends`) are such composites, so rules inside the route are accepted, and the
-shell is confined by `CommandPolicy` instead, which the local shell backend applies to every
-command before it runs.
+(`ai_utils.deep.backends`) are such composites, so rules inside the route are accepted. The shell is
+confined by the OS (bubblewrap, see `ai_utils.deep.backends.create_local_shell_backend`); before
+that, `CommandPolicy` checks each command lexically — a fast first filter with clear refusals, not
+the guarantee.
 
-What `CommandPolicy` confines (lexically, before the command runs) — and what it cannot:
+What `CommandPolicy` refuses (lexically, before the command runs):
 
-* refused: absolute paths outside the workspace (``cat /etc/passwd``, ``ls /``), ``..`` path
-  segments (``cd .. && ls``), ``~``, variable expansion and command substitution (``$HOME``,
-  ``$(...)``, backticks — they could name any path), relative paths that resolve through a
-  symlink out of ``root_dir``, ``cd``/``pushd`` without a folder (home) or with ``-``, paths denied
-  by the given permission rules, commands whose program is not in ``allow`` (when set) and commands
-  matching a ``deny`` regex. The command text of ``sh -c``/``bash -c``/``eval`` is checked the same way.
-* the working directory is ``root_dir``; route paths (``/workspace/x``) are rewritten to the host
-  path of ``root_dir``.
-* NOT confined: what a program does at run time. ``python3 -c`` code that builds a path from
-  pieces, a script inside the workspace, or a binary's own config can still reach the host and
-  the network with the server's user rights. A local shell is not a sandbox; for untrusted code use
-  ``create_sandbox_backend`` (bubblewrap).
+* absolute paths outside the workspace (``cat /etc/passwd``, ``ls /``), ``..`` path segments
+  (``cd .. && ls``), ``~``, variable expansion and command substitution (``$HOME``, ``$(...)``,
+  backticks), relative paths that resolve through a symlink out of ``root_dir``, ``cd``/``pushd``
+  without a folder (home) or with ``-``, paths denied by the given permission rules, commands
+  whose program is not in ``allow`` (when set) and commands matching a ``deny`` regex. The command
+  text of ``sh -c``/``bash -c``/``eval`` is checked the same way. The check is linear in the command
+  length (commands are at most 64 KiB).
+* route paths (``/workspace/x``) are rewritten to the host path of ``root_dir``.
+* what it cannot see: globs (``cat .?/x``), symlinks made by the command itself, options with a
+  path glued on (``tar -C/etc``), programs that build paths at run time. Only OS confinement stops
+  those; with ``confinement="lexical"`` they reach the host.
 """
 
 from __future__ import annotations

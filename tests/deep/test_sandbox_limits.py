@@ -138,3 +138,21 @@ def test_timeout_kills_the_tree_caps_the_model_and_long_commands_are_tool_errors
 def test_bad_limits_are_user_errors(tmp_path: Path, option: dict[str, Any]) -> None:
     with pytest.raises(UserError):
         create_sandbox_backend(tmp_path, **option)
+
+
+def test_the_agents_deny_rules_hide_workspace_paths_in_the_sandbox_too(tmp_path: Path) -> None:
+    from ai_utils.deep import deny_read
+
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "key.txt").write_text("DENIED-KEY-88")
+    replies = [
+        {"tool_calls": [{"name": "execute", "args": {"command": c}}]}
+        for c in ("grep -r DENIED .", "cd secret? && cat key.txt", "echo ok > other.txt && cat other.txt")
+    ]
+    model = FakeChatModel([*replies, "done"])
+    rules = deny_read("/workspace/secrets/**") + workspace_permissions()
+    agent = DeepAgent(llm=model, backend=create_sandbox_backend(tmp_path), permissions=rules, checkpointer=False)
+    assert agent.invoke("go") == "done"
+    results = [str(call[-1].content) for call in model.calls[1:]]
+    assert all("DENIED-KEY-88" not in result for result in results)
+    assert "ok" in results[2]
