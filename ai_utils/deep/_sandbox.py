@@ -205,6 +205,11 @@ class BwrapSandboxBackend(WorkspaceFiles, SandboxBackendProtocol):
         chosen = Limits(**{**_DEFAULT_LIMITS, **limits})  # type: ignore[typeddict-item]
         check_limits(chosen)
         self._switch_uid = _NOBODY if os.geteuid() == 0 else None
+        needed = [*(["/usr/bin/setpriv"] if self._switch_uid is not None else []), "/usr/bin/prlimit"]
+        missing = [tool for tool in needed if not os.access(tool, os.X_OK)]
+        if missing:
+            msg = f"the sandbox needs {', '.join(missing)}; install util-linux (`apt-get install util-linux`)."
+            raise UserError(msg)
         probe_bwrap(binary, switch_uid=self._switch_uid)
         root = Path(root_dir).resolve()
         root.mkdir(parents=True, exist_ok=True)

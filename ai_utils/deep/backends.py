@@ -13,11 +13,11 @@ import dataclasses
 import logging
 import os
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ai_utils._optional import missing_extra
-from ai_utils.deep._confine import BwrapCommand, Confinement, denied_mounts, find_bwrap, probe_bwrap
+from ai_utils.deep._confine import BwrapCommand, Confinement, Limits, denied_mounts, find_bwrap, probe_bwrap
 from ai_utils.deep._sandbox import (
     BwrapSandboxBackend,
     WorkspaceFiles,
@@ -71,6 +71,7 @@ _log = logging.getLogger(__name__)
 _INTERNAL_PREFIXES = ("/large_tool_results/", "/conversation_history/")
 _RESERVED_MOUNTS = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/dev", "/tmp")
 _warned_local_shell = False
+_LOCAL_TMP_SIZE = 1 << 30  # the local shell's private /tmp lives in memory
 
 
 class _RouteOnlyState(StateBackend):
@@ -308,7 +309,7 @@ def create_local_shell_backend(
     (``/usr``, ``/bin``, ``/lib*`` and a few loader/TLS/DNS files of ``/etc``, not ``passwd``)
     read-only, ``root_dir`` read-write at its host path (also at ``route`` when that is free) as the
     only writable host folder, workspace paths denied by ``permissions`` hidden (``deny_read``) or
-    read-only (``deny_write``), a private ``/tmp``, its own PID namespace and ``/proc``, no
+    read-only (``deny_write``), a private 1 GiB ``/tmp``, its own PID namespace and ``/proc``, no
     capabilities, our uid, and the host network. Nothing else of the host exists inside (no
     ``/home``, ``/root``, host ``/tmp``, other processes). Deny rules cover the paths that exist when
     the command starts. At the time limit the whole process tree is killed.
@@ -361,9 +362,18 @@ def create_local_shell_backend(
             raise UserError(f"{error} Or pass confinement='lexical' (a bypassable lexical check only).") from None
         probe_bwrap(binary)
         mount = prefix.rstrip("/")
-        extra = () if mount == str(root) or mount.startswith(_RESERVED_MOUNTS) else (mount,)
+        host = PurePosixPath(root)
+        # Also at the route, unless that would hide a system folder or overlap the workspace's own host path.
+        overlaps = host.is_relative_to(mount) or PurePosixPath(mount).is_relative_to(host)
+        extra = () if overlaps or mount.startswith(_RESERVED_MOUNTS) else (mount,)
         sandbox = BwrapCommand(
-            binary=binary, workspace=root, mount=str(root), extra_mounts=extra, network=True, uid=os.geteuid()
+            binary=binary,
+            workspace=root,
+            mount=str(root),
+            extra_mounts=extra,
+            network=True,
+            uid=os.geteuid(),
+            limits=Limits(tmp_size=_LOCAL_TMP_SIZE),
         )
     elif not _warned_local_shell:
         _log.warning("create_local_shell_backend(confinement='lexical') runs commands on the host; it is bypassable.")
