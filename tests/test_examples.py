@@ -27,6 +27,7 @@ EXPECTED = {
     "mcp_tools.py": "[tool:end] echo__add → 42",
     "gateway_audit.py": "marketing blocked   tenant=acme",
     "smart_memory.py": "turn 12: the model sees  5 messages, raw history has 24",
+    "vision_and_images.py": "classify(llm=)  -> style=minimal (confidence 0.93)  P(shop ready)=0.96",
 }
 
 SCRIPTS = sorted(path.name for path in EXAMPLES.glob("*.py") if path.name not in NOT_RUN)
