@@ -137,6 +137,7 @@ class BwrapCommand:
         extra_mounts: more places where ``workspace`` appears (e.g. the route).
         writable: mount the workspace read-write.
         network: keep the host network (else only loopback).
+        host_read_only: more host folders or files, read-only at the same path.
         uid: the uid inside the sandbox (with a user namespace).
         switch_uid: run as root without a user namespace and switch to this host uid inside.
         limits: resource limits.
@@ -150,6 +151,7 @@ class BwrapCommand:
     extra_mounts: tuple[str, ...] = ()
     writable: bool = True
     network: bool = False
+    host_read_only: tuple[str, ...] = ()
     uid: int = 65534
     switch_uid: int | None = None
     limits: Limits = field(default_factory=lambda: Limits())
@@ -182,6 +184,8 @@ class BwrapCommand:
             args.remove("--unshare-net")
         tmp_size = self.limits.get("tmp_size")
         args += ["--perms", "1777", *(["--size", str(tmp_size)] if tmp_size else []), "--tmpfs", "/tmp"]
+        for path in self.host_read_only:
+            args += ["--ro-bind", path, path]
         bind = "--bind" if self.writable else "--ro-bind"
         for target in (self.mount, *self.extra_mounts):
             for parent in reversed(PurePosixPath(target).parents[:-1]):

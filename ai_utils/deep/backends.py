@@ -302,6 +302,7 @@ def create_local_shell_backend(
     env: dict[str, str] | None = None,
     confinement: Confinement = "os",
     bwrap: str | None = None,
+    read_only_paths: Sequence[str | Path] = (),
 ) -> CompositeBackend:
     """The workspace backend plus ``execute`` in a shell on this machine, confined to the workspace.
 
@@ -335,6 +336,7 @@ def create_local_shell_backend(
         env: extra environment variables for commands.
         confinement: ``"os"`` (bubblewrap) or ``"lexical"`` (the policy only; bypassable).
         bwrap: path of the ``bwrap`` binary (default: found on ``PATH``).
+        read_only_paths: more host folders commands may read (e.g. ``/opt/node``), at the same path.
 
     Returns:
         A deepagents ``CompositeBackend`` that supports ``execute``.
@@ -352,7 +354,13 @@ def create_local_shell_backend(
     prefix = normalize_route(route)
     files = create_filesystem_backend(root_dir)
     root = files.cwd
+    host_read_only = _host_paths(read_only_paths)
+    if host_read_only and confinement == "lexical":
+        msg = "read_only_paths needs confinement='os' (a lexical check cannot keep them read-only); drop one of them."
+        raise UserError(msg)
     checker = policy or CommandPolicy()
+    if host_read_only:
+        checker = dataclasses.replace(checker, host_paths=(*checker.host_paths, *host_read_only))
     run_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(root), "LANG": "C.UTF-8", **(env or {})}
     sandbox: BwrapCommand | None = None
     if confinement == "os":
@@ -374,6 +382,7 @@ def create_local_shell_backend(
             network=True,
             uid=os.geteuid(),
             limits=Limits(tmp_size=_LOCAL_TMP_SIZE),
+            host_read_only=host_read_only,
         )
     elif not _warned_local_shell:
         _log.warning("create_local_shell_backend(confinement='lexical') runs commands on the host; it is bypassable.")
@@ -396,6 +405,19 @@ def create_local_shell_backend(
         return run_limited(argv, cwd=root, env=run_env, timeout=limit, max_output_bytes=max_output_bytes)
 
     return CompositeBackend(default=_HostShell(prefix, root, run, permissions), routes={prefix: files})
+
+
+def _host_paths(paths: Sequence[str | Path]) -> tuple[str, ...]:
+    resolved = []
+    for path in paths:
+        real = Path(path).resolve()
+        if not real.exists() or real == Path("/"):
+            msg = (
+                f"read_only_paths entry {str(path)!r} does not exist or is '/'; pass existing folders like '/opt/node'."
+            )
+            raise UserError(msg)
+        resolved.append(str(real))
+    return tuple(resolved)
 
 
 def create_sandbox_backend(

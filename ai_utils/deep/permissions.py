@@ -173,10 +173,13 @@ class CommandPolicy:
         allow: program names that may run (first word of each simple command, e.g. ``("ls",
             "cat", "python3")``); ``None`` allows any program.
         deny: regular expressions; a command matching any of them is refused.
+        host_paths: host folders that commands may name besides the workspace (the local shell's
+            ``read_only_paths`` are added).
     """
 
     allow: tuple[str, ...] | None = None
     deny: tuple[str, ...] = ()
+    host_paths: tuple[str, ...] = ()
 
     def check(
         self,
@@ -210,7 +213,9 @@ class CommandPolicy:
             if reason := self._command_problem(words, root_dir=root_dir, route=route, permissions=permissions):
                 return reason
         for token in dict.fromkeys(tokens):  # each distinct token once
-            if reason := _token_problem(token, root_dir=root_dir, route=route, permissions=permissions):
+            if reason := _token_problem(
+                token, root_dir=root_dir, route=route, permissions=permissions, host_paths=self.host_paths
+            ):
                 return reason
         return None
 
@@ -285,7 +290,12 @@ def _simple_commands(tokens: list[str]) -> list[list[str]]:
 
 
 def _token_problem(
-    token: str, *, root_dir: Path, route: str, permissions: Sequence[FilesystemPermission]
+    token: str,
+    *,
+    root_dir: Path,
+    route: str,
+    permissions: Sequence[FilesystemPermission],
+    host_paths: Sequence[str] = (),
 ) -> str | None:
     if token.startswith("~"):
         return f"command refused: {token!r} names a home directory outside the workspace."
@@ -296,7 +306,8 @@ def _token_problem(
         path = match.rstrip(".,:")
         inside_route = path == route.rstrip("/") or path.startswith(route)
         inside_host = path == host_root or path.startswith(host_root + "/")
-        if not (inside_route or inside_host) and path not in ("/dev/null",):
+        allowed = any(path == extra or path.startswith(extra.rstrip("/") + "/") for extra in host_paths)
+        if not (inside_route or inside_host or allowed) and path not in ("/dev/null",):
             return f"command refused: {path!r} is outside the workspace {route}; use paths inside it."
     virtual = _virtual_path(token, root_dir=root_dir, route=route)
     if virtual is None:

@@ -272,3 +272,19 @@ def test_file_tools_refuse_symlinks_out_and_nul_bytes_without_ending_the_run(lay
         assert SECRET not in result
     assert (layout.parent / "outside" / "secret.txt").read_text() == SECRET
     assert (layout / "ok.txt").read_text() == "fine"
+
+
+def test_extra_read_only_host_folders_are_visible_but_not_writable(layout: Path) -> None:
+    tools = layout.parent / "tools"
+    tools.mkdir()
+    (tools / "greet.sh").write_text("echo hello from tools\n")
+    backend = create_local_shell_backend(layout, read_only_paths=[tools])
+    results = _run(backend, [f"sh {tools}/greet.sh", f"touch {tools}/x", f"cat {layout.parent}/outside/secret.txt"])
+    assert "hello from tools" in results[0]
+    assert "refused" in results[1] or "Read-only" in results[1]
+    assert not (tools / "x").exists()
+    assert SECRET not in results[2]
+    with pytest.raises(UserError, match="read_only_paths"):
+        create_local_shell_backend(layout, read_only_paths=[layout.parent / "missing"])
+    with pytest.raises(UserError, match="confinement='os'"):
+        create_local_shell_backend(layout, read_only_paths=[tools], confinement="lexical")
