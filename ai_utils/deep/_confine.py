@@ -267,14 +267,19 @@ def denied_mounts(
             hidden.append(path)
         elif _denied(rule_sets, "write", virtual) or (is_dir and _denied(rule_sets, "write", probe)):
             read_only.append(path)
-    # A path under a hidden or read-only folder is covered by it already.
-    covered = sorted(hidden + read_only, key=lambda p: len(p.parts))
+    # A path under a hidden folder is covered by it, and so is a read-only path under a read-only folder;
+    # a hidden path under a read-only folder stays (read-only mounts go first, see `BwrapCommand`).
+    hidden = _outermost(hidden)
+    read_only = [p for p in _outermost(read_only) if not any(p.is_relative_to(h) for h in hidden)]
+    return tuple(hidden), tuple(read_only)
+
+
+def _outermost(paths: list[Path]) -> list[Path]:
     keep: list[Path] = []
-    for path in covered:
+    for path in sorted(paths, key=lambda p: len(p.parts)):
         if not any(path.is_relative_to(parent) for parent in keep):
             keep.append(path)
-    kept = set(keep)
-    return tuple(p for p in hidden if p in kept), tuple(p for p in read_only if p in kept)
+    return keep
 
 
 def _denied(rule_sets: Sequence[Sequence[FilesystemPermission]], operation: str, virtual: str) -> bool:

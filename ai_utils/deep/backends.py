@@ -1,10 +1,12 @@
 """Backends for `DeepAgent`: where its files live and where ``execute`` runs.
 
 The workspace backends are deepagents ``CompositeBackend``s: ``route`` (``/workspace/``) maps to
-``root_dir`` on disk (``/workspace/x.txt`` is ``<root_dir>/x.txt``; ``..``, ``~`` and symlinks out of
-``root_dir`` are refused), every other path is refused, and ``execute`` (if any) runs in the
-workspace. Because all ``workspace_permissions`` rules lie inside the route, deepagents accepts
-them with the shell backends too.
+``root_dir`` on disk (``/workspace/x.txt`` is ``<root_dir>/x.txt``; ``..``, ``~``, NUL bytes and
+symlinks out of ``root_dir`` are refused with an error result), every other path is refused, and
+``execute`` (if any) runs in the workspace under bubblewrap (`ai_utils.deep._confine`): the local
+shell with the host toolchain and network, the sandbox without network, as an unprivileged uid and
+with resource limits. Because all ``workspace_permissions`` rules lie inside the route, deepagents
+accepts them with the shell backends too; their deny rules hide those paths from commands.
 """
 
 from __future__ import annotations

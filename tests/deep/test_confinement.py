@@ -288,3 +288,21 @@ def test_extra_read_only_host_folders_are_visible_but_not_writable(layout: Path)
         create_local_shell_backend(layout, read_only_paths=[layout.parent / "missing"])
     with pytest.raises(UserError, match="confinement='os'"):
         create_local_shell_backend(layout, read_only_paths=[tools], confinement="lexical")
+
+
+def test_a_read_denied_folder_inside_a_write_denied_one_stays_hidden(layout: Path) -> None:
+    from ai_utils.deep import deny_write
+
+    (layout / "docs" / "private").mkdir(parents=True)
+    (layout / "docs" / "guide.md").write_text("guide")
+    (layout / "docs" / "private" / "salary.txt").write_text("DENIED-SALARY")
+    rules = deny_read("/workspace/docs/private/**") + deny_write("/workspace/docs/**") + workspace_permissions()
+    results = _run(
+        create_local_shell_backend(layout),
+        ["cat doc?/guide.md; grep -r DENIED .; cd doc? && echo x > new.txt"],
+        rules,
+    )
+    assert "guide" in results[0]
+    assert "DENIED-SALARY" not in results[0]
+    assert "Read-only file system" in results[0]
+    assert not (layout / "docs" / "new.txt").exists()
