@@ -306,3 +306,16 @@ def test_a_read_denied_folder_inside_a_write_denied_one_stays_hidden(layout: Pat
     assert "DENIED-SALARY" not in results[0]
     assert "Read-only file system" in results[0]
     assert not (layout / "docs" / "new.txt").exists()
+
+
+def test_a_host_where_bubblewrap_cannot_make_namespaces_fails_at_construction(layout: Path) -> None:
+    # What bwrap prints inside a container whose seccomp profile forbids user namespaces.
+    fake = layout.parent / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(UserError, match="No permissions to create new namespace.*confinement='lexical'"):
+        create_local_shell_backend(layout, bwrap=str(fake))
+    from ai_utils.deep import create_sandbox_backend
+
+    with pytest.raises(UserError, match="cannot create a sandbox"):
+        create_sandbox_backend(layout, bwrap=str(fake))
