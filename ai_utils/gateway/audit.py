@@ -190,6 +190,8 @@ class MemoryAuditSink:
 class JsonlAuditSink:
     """Append rows as JSON lines to a file (created with its parent directories).
 
+    In required audit mode a call has two lines: its ``pending`` row, later its final row (same ``request_id``).
+
     Args:
         path: the file.
     """
