@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from ai_utils._utils import iterate_sync, run_sync
 from ai_utils.agents._args import config_thread_id, merge_run_config, warn_unstored_thread
+from ai_utils.agents._context import check_context
 from ai_utils.agents._runner import (
     Decisions,
     Interrupt,
@@ -99,7 +100,8 @@ class GraphRunner:
         handlers = [*self.callbacks, *callbacks]
         return merge_run_config(run_config(thread_id, callbacks=handlers or None), config)
 
-    def _check(self, input: Any, thread_id: str | None, decision: Any, decisions: Any) -> None:
+    def _check(self, input: Any, thread_id: str | None, decision: Any, decisions: Any, context: Any = None) -> None:
+        check_context(getattr(self, "context_schema", None), context, owner=self._owner)
         check_call(
             owner=self._owner,
             input=input,
@@ -253,7 +255,7 @@ class GraphRunner:
         run_config: RunnableConfig | None = None,
     ) -> RunResult:
         thread_id = config_thread_id(thread_id, run_config)
-        self._check(input, thread_id, decision, decisions)
+        self._check(input, thread_id, decision, decisions, context)
         if self._graph is None:
             return run_sync(
                 lambda: self._ainvoke(input, thread_id, context, decision, decisions, callbacks, run_config),
@@ -277,7 +279,7 @@ class GraphRunner:
         run_config: RunnableConfig | None = None,
     ) -> RunResult:
         thread_id = config_thread_id(thread_id, run_config)
-        self._check(input, thread_id, decision, decisions)
+        self._check(input, thread_id, decision, decisions, context)
         async with self._run_graph(self._config(thread_id, callbacks, run_config)) as (graph, config):
             if input is None:
                 graph_input: Any = await aresume_input(graph, config, decision, decisions)
@@ -313,7 +315,7 @@ class GraphRunner:
         callbacks: Sequence[BaseCallbackHandler],
         run_config: RunnableConfig | None,
     ) -> Iterator[StreamChunk]:
-        self._check(input, thread_id, decision, decisions)
+        self._check(input, thread_id, decision, decisions, context)
         config = self._config(thread_id, callbacks, run_config)
         if self._graph is None:
             return iterate_sync(
@@ -355,7 +357,7 @@ class GraphRunner:
         # ``check`` (thread_id, callbacks, caller config): validate and build the config here, at the first
         # __anext__, so the error surfaces inside the stream (StreamResponse answers it with a 400 JSON body).
         if check is not None:
-            self._check(input, check[0], decision, decisions)
+            self._check(input, check[0], decision, decisions, context)
             config = self._config(*check)
         elif config is None:
             raise TypeError("_astream_run needs a config or a check")

@@ -151,6 +151,10 @@ class DeepAgent(GraphRunner):
         self.output = output
         self.backend = backend
         self.permissions = list(permissions) if permissions is not None else None
+        if backend is not None and self.permissions:
+            from ai_utils.deep.backends import attach_permissions
+
+            attach_permissions(backend, self.permissions)  # the local shell hides what these rules deny
         self.interrupt_on = dict(interrupt_on) if interrupt_on else None
         self._interrupt_on = to_interrupt_on(interrupt_on) if interrupt_on else None
         self._gated = tuple(self._interrupt_on or ())
