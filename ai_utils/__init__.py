@@ -119,7 +119,7 @@ _LAZY: dict[str, str] = {
     "get_llm": "ai_utils.llm",
     "get_messages_array_from_checkpoint": "ai_utils.memory",
     "get_supabase_vector_store": "ai_utils.rag",
-    "guardrails": "ai_utils.guardrails",
+    "guardrails": "ai_utils.guard",
     "hash_canonical": "ai_utils.gateway",
     "load_faiss_store": "ai_utils.rag",
     "log_chunk": "ai_utils.streaming",
@@ -200,7 +200,7 @@ if TYPE_CHECKING:
         truncate_for_audit,
         validate_feedback,
     )
-    from ai_utils.guardrails import guardrails
+    from ai_utils.guard import guardrails
     from ai_utils.jev import (
         ChoiceAnswer,
         ClassifyResult,

@@ -38,7 +38,7 @@ from langgraph.types import Command
 
 from ai_utils.exceptions import UserError
 from ai_utils.gateway.callbacks import POLICY_TAP
-from ai_utils.guardrails._rules import (
+from ai_utils.guard._rules import (
     ContentRule,
     GuardrailDecision,
     OnDecision,
@@ -47,8 +47,8 @@ from ai_utils.guardrails._rules import (
     StreamingMode,
     compile_rules,
 )
-from ai_utils.guardrails._scan import ERROR_POLICY, TextPolicies, decision
-from ai_utils.guardrails._tool_calls import META_KEY, ToolCallPolicies
+from ai_utils.guard._scan import ERROR_POLICY, TextPolicies, decision
+from ai_utils.guard._tool_calls import META_KEY, ToolCallPolicies
 
 __all__ = ["Guardrails"]
 

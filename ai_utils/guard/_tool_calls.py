@@ -24,10 +24,10 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from ai_utils.exceptions import UserError
-from ai_utils.guardrails._network import private_destinations
-from ai_utils.guardrails._rules import GuardrailDecision, OnDecision
-from ai_utils.guardrails._scan import ERROR_POLICY, TextPolicies, decision
-from ai_utils.guardrails._tools import is_destructive, is_read_only, schema_errors
+from ai_utils.guard._network import private_destinations
+from ai_utils.guard._rules import GuardrailDecision, OnDecision
+from ai_utils.guard._scan import ERROR_POLICY, TextPolicies, decision
+from ai_utils.guard._tools import is_destructive, is_read_only, schema_errors
 
 __all__ = ["META_KEY", "ToolCallPolicies"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ai_utils.guardrails._engine import Guardrails
-from ai_utils.guardrails._rules import ContentRule, OnDecision, PolicyPack, StreamingMode
+from ai_utils.guard._engine import Guardrails
+from ai_utils.guard._rules import ContentRule, OnDecision, PolicyPack, StreamingMode
 
 __all__ = ["guardrails"]
 
