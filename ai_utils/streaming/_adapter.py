@@ -10,6 +10,8 @@ Every wrapper (Agent, DeepAgent, JevToolCaller) runs its graph with ``**stream_k
 - tool start (``show_tool_calls``): the complete ``tool_calls`` of the AIMessage in a root ``updates``
   part of a model node, once per tool call id; tool end: root ``ToolMessage`` parts, once per id;
 - subagent (``show_subagents``): text of any part with a non-empty namespace;
+- mode (``show_tool_calls``): the ``custom`` part that ``Agent(modes=...)`` writes (`mode_part`) before the
+  turn's first model call, at the root namespace;
 - interrupts: ``updates["__interrupt__"]`` at any namespace, deduplicated by interrupt id and emitted
   by ``finish()`` as one chunk (an interrupt ends the run, so it is always the last chunk; collecting
   them first is what turns several pending interrupts into one batch).
@@ -25,19 +27,27 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Interrupt
 
-from ai_utils.client import StreamChunk, SubagentEvent, ToolEvent
+from ai_utils.client import ModeEvent, StreamChunk, SubagentEvent, ToolEvent
 from ai_utils.streaming._interrupts import interrupt_chunk
 
-__all__ = ["ChunkAdapter", "aadapt", "adapt", "stream_kwargs"]
+__all__ = ["ChunkAdapter", "aadapt", "adapt", "mode_part", "stream_kwargs"]
+
+# Marks the custom stream part that announces a turn's mode, so it is told apart from user writer events.
+_MODE_PART = "__ai_utils_mode__"
+
+
+def mode_part(mode: str, tools: list[str]) -> dict[str, Any]:
+    """The custom stream part a graph writes (``runtime.stream_writer``) to announce the turn's mode."""
+    return {_MODE_PART: True, "mode": mode, "tools": tools}
 
 
 def stream_kwargs() -> dict[str, Any]:
     """The ``graph.stream``/``graph.astream`` keyword arguments the adapter expects.
 
     Returns:
-        A fresh ``{"stream_mode": ["messages", "updates"], "subgraphs": True, "version": "v2"}``.
+        A fresh ``{"stream_mode": ["messages", "updates", "custom"], "subgraphs": True, "version": "v2"}``.
     """
-    return {"stream_mode": ["messages", "updates"], "subgraphs": True, "version": "v2"}
+    return {"stream_mode": ["messages", "updates", "custom"], "subgraphs": True, "version": "v2"}
 
 
 def _messages_of(update: object) -> list[Any]:
@@ -117,6 +127,16 @@ class ChunkAdapter:
             return self._on_message(part["ns"], message, metadata)
         if kind == "updates":
             return self._on_updates(part["ns"], part["data"])
+        if kind == "custom":
+            return self._on_custom(part["ns"], part["data"])
+        return []
+
+    def _on_custom(self, ns: tuple[str, ...], data: object) -> list[StreamChunk]:
+        if isinstance(data, dict) and data.get(_MODE_PART) is True:
+            if not self.show_tool_calls or ns:
+                return []
+            event: ModeEvent = {"kind": "mode", "mode": data["mode"], "tools": list(data["tools"])}
+            return [event]
         return []
 
     def finish(self) -> list[StreamChunk]:
