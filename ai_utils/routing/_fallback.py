@@ -106,6 +106,19 @@ class FallbackChatModel(BaseChatModel):
 
     # -- the runnable surface goes to the fallbacks runnable (one model run per attempt) ---------------------
 
+    def _own(self, runnable: Runnable[Any, Any]) -> Runnable[Any, Any]:
+        # Callbacks, tags and metadata set on this model (``llm.callbacks = [handler]``) reach every attempt.
+        if not (self.callbacks or self.tags or self.metadata):
+            return runnable
+        config: RunnableConfig = {}
+        if self.callbacks:
+            config["callbacks"] = self.callbacks
+        if self.tags:
+            config["tags"] = list(self.tags)
+        if self.metadata:
+            config["metadata"] = dict(self.metadata)
+        return runnable.with_config(config)
+
     @staticmethod
     def _kwargs(stop: list[str] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
         return {**kwargs, "stop": stop} if stop is not None else kwargs
@@ -119,7 +132,7 @@ class FallbackChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> AIMessage:
         """Call the models in order until one answers."""
-        result: AIMessage = self._chain.invoke(input, config, **self._kwargs(stop, kwargs))
+        result: AIMessage = self._own(self._chain).invoke(input, config, **self._kwargs(stop, kwargs))
         return result
 
     async def ainvoke(
@@ -131,7 +144,7 @@ class FallbackChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> AIMessage:
         """Async twin of `invoke`."""
-        result: AIMessage = await self._chain.ainvoke(input, config, **self._kwargs(stop, kwargs))
+        result: AIMessage = await self._own(self._chain).ainvoke(input, config, **self._kwargs(stop, kwargs))
         return result
 
     def stream(
@@ -143,7 +156,7 @@ class FallbackChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> Iterator[AIMessageChunk]:
         """Stream from the first model that starts answering."""
-        yield from self._chain.stream(input, config, **self._kwargs(stop, kwargs))
+        yield from self._own(self._chain).stream(input, config, **self._kwargs(stop, kwargs))
 
     async def astream(
         self,
@@ -154,17 +167,17 @@ class FallbackChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[AIMessageChunk]:
         """Async twin of `stream`."""
-        async for chunk in self._chain.astream(input, config, **self._kwargs(stop, kwargs)):
+        async for chunk in self._own(self._chain).astream(input, config, **self._kwargs(stop, kwargs)):
             yield chunk
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
         """Bind ``tools`` to every model (LangChain's ``RunnableWithFallbacks`` does it per model)."""
-        bound: Runnable[LanguageModelInput, AIMessage] = self._chain.bind_tools(tools, **kwargs)
+        bound: Runnable[LanguageModelInput, AIMessage] = self._own(self._chain.bind_tools(tools, **kwargs))
         return bound
 
     def with_structured_output(self, schema: Any, **kwargs: Any) -> Runnable[LanguageModelInput, Any]:
         """Structured output from every model, with the same fallbacks."""
-        structured: Runnable[LanguageModelInput, Any] = self._chain.with_structured_output(schema, **kwargs)
+        structured: Runnable[LanguageModelInput, Any] = self._own(self._chain.with_structured_output(schema, **kwargs))
         return structured
 
     # Only `generate()` (the legacy batch API) lands here: invoke/stream above never do. Its attempts are not
