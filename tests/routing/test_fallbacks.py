@@ -151,3 +151,42 @@ def test_callbacks_set_on_the_profile_model_reach_every_attempt(aimock: Aimock) 
     llm.callbacks = [gateway.callback("support")]
     llm.invoke("hi")
     assert [(e.model, e.status) for e in sink.entries] == [("primary-model", "failed"), ("fallback-model", "succeeded")]
+
+
+def _slow_provider(log: list[str]) -> Any:
+    """An OpenAI-compatible app that takes 2 s for ``slow-model`` and answers every other model at once."""
+    import asyncio
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route as HttpRoute
+
+    async def completions(request: Request) -> JSONResponse:
+        model = (await request.json())["model"]
+        log.append(model)
+        if model == "slow-model":
+            await asyncio.sleep(2)
+        message = {"role": "assistant", "content": f"answered by {model}"}
+        return JSONResponse(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4},
+            }
+        )
+
+    return Starlette(routes=[HttpRoute("/v1/chat/completions", completions, methods=["POST"])])
+
+
+def test_a_timeout_falls_back_to_the_next_model(serve: Any) -> None:
+    log: list[str] = []
+    server = serve(_slow_provider(log))
+    profiles = ModelProfiles({"quick": {"primary": "slow-model", "fallbacks": ["fallback-model"]}})
+    llm = get_llm("local", profile="quick", profiles=profiles, base_url=f"{server.base_url}/v1", timeout=0.3)
+    reply = llm.invoke("hi")
+    assert (reply.content, reply.response_metadata["model_name"]) == ("answered by fallback-model", "fallback-model")
+    assert log == ["slow-model", "fallback-model"]
