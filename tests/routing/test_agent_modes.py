@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
-from ai_utils import Agent, DeepAgent, KeywordModeRouter, MemorySaver, ModeDefinition
+from ai_utils import Agent, DeepAgent, KeywordModeRouter, MemorySaver, ModeDecision, ModeDefinition, UserError
 from ai_utils.client import is_interrupt, is_mode_event, is_tool_event
 from ai_utils.testing import FakeChatModel, FunctionChatModel
 
@@ -227,3 +228,30 @@ def test_deep_agent_refuses_a_built_in_tool_outside_the_mode() -> None:
     assert agent.graph.get_state({"configurable": {"thread_id": "d2"}}).values.get("files", {}) == {}
     refusal = [m for m in llm.calls[1] if isinstance(m, ToolMessage)][0]
     assert refusal.status == "error" and "not allowed in mode `general`" in refusal.text
+
+
+class ByLength:
+    """A custom router: long messages get the lookup tool, short ones none."""
+
+    def resolve(self, message: Any, history: Any = ()) -> ModeDecision:
+        long = len(str(message)) > 20
+        return ModeDecision(
+            mode="deep" if long else "chat",
+            allowed_tools=["lookup_medication"] if long else [],
+            active_skills=[],
+            max_tool_iterations=3,
+            retrieval_budget=0,
+        )
+
+
+def test_any_object_with_resolve_is_a_mode_router() -> None:
+    seen = Recorder()
+    agent = Agent(llm=FunctionChatModel(seen), tools=TOOLS, modes=ByLength())
+    agent.invoke("hi")
+    agent.invoke("a much longer question about my medication")
+    assert seen.tools == [[], ["lookup_medication"]]
+
+
+def test_a_modes_value_without_resolve_is_a_user_error() -> None:
+    with pytest.raises(UserError, match="mode router"):
+        Agent(llm=FakeChatModel(["x"]), modes={"general": ["a"]})  # type: ignore[arg-type]
