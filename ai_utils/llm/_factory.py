@@ -175,7 +175,9 @@ def _fake(model: str | None, kwargs: dict[str, Any]) -> BaseChatModel:
 def _from_profile(
     provider: str, model: str | None, profile: Any, profiles: Any, options: dict[str, Any]
 ) -> BaseChatModel:
-    if model is not None:
+    # A gateway Route passes its `model`; naming the profile there too is allowed (Route("f", "openrouter", "fast",
+    # options={"profile": "fast", "profiles": ...})).
+    if model is not None and model != profile:
         raise UserError(f"Pass either model={model!r} or profile={profile!r}, not both: a profile names its models.")
     if profile is None:
         raise UserError("`profiles` was given without `profile`; pass profile='<name>' to pick one.")

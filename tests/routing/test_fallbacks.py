@@ -190,3 +190,16 @@ def test_a_timeout_falls_back_to_the_next_model(serve: Any) -> None:
     reply = llm.invoke("hi")
     assert (reply.content, reply.response_metadata["model_name"]) == ("answered by fallback-model", "fallback-model")
     assert log == ["slow-model", "fallback-model"]
+
+
+def test_a_gateway_route_can_name_a_profile_and_gateway_llm_falls_back(aimock: Aimock) -> None:
+    _serve(aimock)
+    sink = MemoryAuditSink()
+    options = {"profile": "balanced", "profiles": PROFILES, "base_url": aimock.openai_base_url}
+    gateway = Gateway(routes=[Route("support", "local", "balanced", options)], audit=sink, enforce_actor=False)
+    reply = gateway.llm("support").invoke("hi")
+    assert reply.content == "Hello from the fallback."
+    assert [(e.feature, e.model, e.status) for e in sink.entries] == [
+        ("support", "primary-model", "failed"),
+        ("support", "fallback-model", "succeeded"),
+    ]
