@@ -37,6 +37,7 @@ _LAZY: dict[str, str] = {
     "Gateway": "ai_utils.gateway",
     "GatewayCallbackHandler": "ai_utils.gateway",
     "GatewayError": "ai_utils.gateway",
+    "GeneratedImage": "ai_utils.modalities",
     "JevAPIError": "ai_utils.jev",
     "JevClient": "ai_utils.jev",
     "JevConnectionError": "ai_utils.jev",
@@ -88,6 +89,7 @@ _LAZY: dict[str, str] = {
     "aclassify": "ai_utils.jev",
     "aconsume_stream": "ai_utils.gateway",
     "aextract": "ai_utils.magic",
+    "agenerate_images": "ai_utils.modalities",
     "allow_read": "ai_utils.deep",
     "allow_write": "ai_utils.deep",
     "aresolve_model_route": "ai_utils.routing",
@@ -95,6 +97,7 @@ _LAZY: dict[str, str] = {
     "asession": "ai_utils.streaming",
     "astructure": "ai_utils.magic",
     "asummarize": "ai_utils.magic",
+    "avision": "ai_utils.modalities",
     "build_history_messages": "ai_utils.routing",
     "build_mode_tool_instruction": "ai_utils.routing",
     "build_system_content": "ai_utils.routing",
@@ -122,6 +125,7 @@ _LAZY: dict[str, str] = {
     "feature_registered": "ai_utils.gateway",
     "format_checkpoint_messages_for_llm": "ai_utils.memory",
     "format_memory_context": "ai_utils.routing",
+    "generate_images": "ai_utils.modalities",
     "get_embeddings": "ai_utils.rag",
     "get_llm": "ai_utils.llm",
     "get_messages_array_from_checkpoint": "ai_utils.memory",
@@ -150,6 +154,7 @@ _LAZY: dict[str, str] = {
     "truncate_for_audit": "ai_utils.gateway",
     "turn_to_docs": "ai_utils.rag",
     "validate_feedback": "ai_utils.gateway",
+    "vision": "ai_utils.modalities",
     "workspace_permissions": "ai_utils.deep",
 }
 
@@ -246,6 +251,7 @@ if TYPE_CHECKING:
         postgres_saver,
         sqlite_saver,
     )
+    from ai_utils.modalities import GeneratedImage, agenerate_images, avision, generate_images, vision
     from ai_utils.rag import (
         FaissVectorStore,
         MemoryVectorStore,
@@ -312,6 +318,7 @@ __all__ = [
     "Gateway",
     "GatewayCallbackHandler",
     "GatewayError",
+    "GeneratedImage",
     "JevAPIError",
     "JevClient",
     "JevConnectionError",
@@ -364,6 +371,7 @@ __all__ = [
     "aclassify",
     "aconsume_stream",
     "aextract",
+    "agenerate_images",
     "allow_read",
     "allow_write",
     "aresolve_model_route",
@@ -371,6 +379,7 @@ __all__ = [
     "asession",
     "astructure",
     "asummarize",
+    "avision",
     "build_history_messages",
     "build_mode_tool_instruction",
     "build_system_content",
@@ -398,6 +407,7 @@ __all__ = [
     "feature_registered",
     "format_checkpoint_messages_for_llm",
     "format_memory_context",
+    "generate_images",
     "get_embeddings",
     "get_llm",
     "get_messages_array_from_checkpoint",
@@ -426,6 +436,7 @@ __all__ = [
     "truncate_for_audit",
     "turn_to_docs",
     "validate_feedback",
+    "vision",
     "workspace_permissions",
 ]
 

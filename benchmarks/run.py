@@ -35,6 +35,7 @@ MODULES = [
     "bench_rag",
     "bench_memory",
     "bench_routing",
+    "bench_modalities",
 ]
 
 
