@@ -175,6 +175,15 @@ def metrics() -> list[Metric]:
     )
     out.append(
         Metric(
+            "Agent(modes=router).invoke / Agent(static tools + a no-op wrap middleware).invoke (sync, steps=1)",
+            _sync_turn(moded, TOOL_PROMPT),
+            _sync_turn(noop, TOOL_PROMPT),
+            1.05,
+            note="the routing code's own cost on the sync path.",
+        )
+    )
+    out.append(
+        Metric(
             "Agent(static tools + a no-op wrap middleware).ainvoke / Agent(static tools).ainvoke (steps=1, report)",
             _turn(noop, TOOL_PROMPT),
             _turn(static, TOOL_PROMPT),
