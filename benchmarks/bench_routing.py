@@ -1,8 +1,12 @@
 """Routing (SPEC §17): the mode middleware's turn tax, rule routing latency, cached profile resolution.
 
 - ``Agent(modes=router)`` turn vs the same Agent built with the mode's tools passed statically and the same
-  system prompt (the mode instruction as its prompt): the price of routing per turn, <= 1.05. The moded agent
-  has six tools of which the mode offers one; the static agent has that one tool.
+  system prompt (the mode instruction as its prompt): the price of routing per turn, target <= 1.05, async and
+  sync. The moded agent has six tools of which the mode offers one; the static agent has that one tool.
+- The same turn vs the static agent plus a no-op middleware with the same hooks (``wrap_model_call`` and
+  ``wrap_tool_call``): the routing code's own cost. ``create_agent`` wraps every such hook in langsmith's
+  ``traceable``, whose async wrapper hops to a worker thread twice per call even with tracing off; the report
+  row "no-op wrap middleware / static" shows that LangChain-side cost alone.
 - ``resolve_model_route`` decided by a label rule: an absolute guard of 20 µs per call.
 - ``ModelProfiles.resolve`` from the cache vs a first resolution on a fresh instance (nested profiles with
   fallbacks): the cache must make repeat lookups at least 5x cheaper.
