@@ -165,3 +165,24 @@ def test_mode_definition_checks_its_fields() -> None:
 
 def test_modes_lists_every_mode_the_router_can_pick(router: KeywordModeRouter) -> None:
     assert [m.mode for m in router.modes] == ["general", "safety", "assessment"]
+
+
+def test_definitions_may_use_the_seeds_camel_case_keys() -> None:
+    router = KeywordModeRouter(
+        default_mode={"mode": "general", "allowedTools": ["greet_user"], "maxToolIterations": 5, "retrievalBudget": 3},
+        rules=[
+            {
+                "keywords": ["suicide"],
+                "mode": "safety",
+                "definition": {"allowedTools": [], "activeSkills": ["crisis-response"], "maxToolIterations": 1},
+            }
+        ],
+    )
+    decision = router.resolve("suicide")
+    assert (decision.mode, decision.allowed_tools, decision.active_skills, decision.max_tool_iterations) == (
+        "safety",
+        [],
+        ["crisis-response"],
+        1,
+    )
+    assert router.resolve("hi").retrieval_budget == 3
