@@ -11,6 +11,7 @@ seed's own example work: "Can you assess my symptoms?" routes to the rule whose 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -304,16 +305,17 @@ class KeywordModeRouter:
         recent = (
             [_text(h) for h in history if _is_user(h)][-self.history_scan_depth :] if self.history_scan_depth else []
         )
-        if not recent:
-            cached = self._cache.get(text)
-            if cached is not None:
-                return cached
-        decision = self._match(text, " ".join(recent))
-        if not recent:
-            if len(self._cache) >= _CACHE_SIZE:
-                self._cache.clear()
-            self._cache[text] = decision
-        return decision
+        decision = self._cache.get(text) if not recent else None
+        if decision is None:
+            decision = self._match(text, " ".join(recent))
+            if not recent:
+                if len(self._cache) >= _CACHE_SIZE:
+                    self._cache.clear()
+                self._cache[text] = decision
+        # A copy: the caller may change its lists without changing what the router answers next time.
+        return dataclasses.replace(
+            decision, allowed_tools=list(decision.allowed_tools), active_skills=list(decision.active_skills)
+        )
 
     def _match(self, text: str, context: str) -> ModeDecision:
         stems = _stems(f"{text} {context}" if context else text)

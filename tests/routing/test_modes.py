@@ -186,3 +186,8 @@ def test_definitions_may_use_the_seeds_camel_case_keys() -> None:
         1,
     )
     assert router.resolve("hi").retrieval_budget == 3
+
+
+def test_changing_a_returned_decision_does_not_change_the_router(router: KeywordModeRouter) -> None:
+    router.resolve("Please diagnose me").allowed_tools.append("delete_everything")
+    assert router.resolve("Please diagnose me").allowed_tools == ["log_concern", "lookup_medication"]
