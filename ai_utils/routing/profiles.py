@@ -86,6 +86,7 @@ class ModelProfiles:
         # name -> (concrete models, height: profiles on the longest nesting path starting at it)
         self._expanded: dict[str, tuple[tuple[str, ...], int]] = {}
         self._resolved: dict[tuple[str, tuple[str, ...] | None], tuple[str, ...]] = {}
+        self._grants: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     @property
     def names(self) -> list[str]:
@@ -141,11 +142,23 @@ class ModelProfiles:
             raise UserError(
                 f"Select a profile with {{'profile': name}} or pass a concrete model id str, got {selection!r}."
             )
-        grant = self.allowed
-        if allowed is not None:
+        return self._models(root, self._grant(allowed))
+
+    def _grant(self, allowed: Sequence[str] | None) -> tuple[str, ...] | None:
+        """The effective allowlist: the constructor's, narrowed by ``allowed`` (checked once per distinct list)."""
+        if allowed is None:
+            return self.allowed
+        key = tuple(allowed) if isinstance(allowed, (list, tuple)) else None
+        grant = self._grants.get(key) if key is not None else None
+        if grant is None:
             narrowed = self._allowlist(allowed)
             # A call can only narrow the constructor's grant, never widen it.
-            grant = narrowed if grant is None else tuple(n for n in narrowed if n in grant)
+            grant = narrowed if self.allowed is None else tuple(n for n in narrowed if n in self.allowed)
+            if key is not None:
+                self._grants[key] = grant
+        return grant
+
+    def _models(self, root: str, grant: tuple[str, ...] | None) -> list[str]:
         key = (root, grant)
         cached = self._resolved.get(key)
         if cached is None:

@@ -79,22 +79,24 @@ class RouteRule(TypedDict, total=False):
     when: Mapping[str, Sequence[str]]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Plan:
     profiles: ModelProfiles
     allowed: tuple[str, ...]
+    grant: tuple[str, ...] | None  # ``allowed`` narrowed by the profiles' own allowlist
     fallback: str
     min_confidence: float
 
 
-def _labels(when: Mapping[str, Any], *keys: str) -> frozenset[str] | None:
-    for key in keys:
-        value = when.get(key)
-        if value is not None:
-            if isinstance(value, str) or not isinstance(value, Sequence):
-                raise UserError(f"Rule labels under {key!r} must be a list of strs, got {value!r}.")
-            return frozenset(value)
-    return None
+def _labels(when: Mapping[str, Any], snake: str, camel: str) -> frozenset[str] | None:
+    value = when.get(snake)
+    if value is None:
+        value = when.get(camel)
+        if value is None:
+            return None
+    if type(value) not in (list, tuple, frozenset, set) and (isinstance(value, str) or not isinstance(value, Sequence)):
+        raise UserError(f"Rule labels under {snake!r} must be a list of strs, got {value!r}.")
+    return frozenset(value)
 
 
 def _rule_matches(rule: Mapping[str, Any], labels: frozenset[str], allowed: tuple[str, ...], index: int) -> bool:
@@ -106,7 +108,7 @@ def _rule_matches(rule: Mapping[str, Any], labels: frozenset[str], allowed: tupl
             profile=str(profile),
         )
     when = rule.get("when") or {}
-    if not isinstance(when, Mapping):
+    if type(when) is not dict and not isinstance(when, Mapping):
         raise UserError(f"Route rule {rule.get('id', index)!r}: `when` must be a mapping, got {when!r}.")
     all_labels = _labels(when, "all_labels", "allLabels")
     any_labels = _labels(when, "any_labels", "anyLabels")
@@ -123,7 +125,7 @@ def _rule_matches(rule: Mapping[str, Any], labels: frozenset[str], allowed: tupl
 def _route(
     plan: _Plan, profile: str, reason: RouteReason, confidence: float | None = None, rule: Any = None
 ) -> ModelRoute:
-    models = plan.profiles.resolve({"profile": profile}, allowed=plan.allowed)
+    models = plan.profiles._models(profile, plan.grant)
     return ModelRoute(profile, models, reason, confidence, None if rule is None else str(rule))
 
 
@@ -141,20 +143,16 @@ def _prepare(
     if isinstance(allowed, str) or not allowed:
         raise UserError(f"`allowed` must be a non-empty list of profile names, got {allowed!r}.")
     grant = tuple(allowed)
-    for name in grant:
-        if name not in table:
-            raise ModelProfileError(
-                f"`allowed` names the unknown profile {name!r}; known: {table.names!r}.", profile=name
-            )
+    narrowed = table._grant(grant)  # raises ModelProfileError naming an unknown profile (checked once per list)
     if fallback not in grant:
         raise ModelProfileError(
             f"The fallback profile {fallback!r} is not in allowed {list(grant)!r}; add it or pick an allowed one.",
             profile=str(fallback),
         )
-    if isinstance(min_confidence, bool) or not isinstance(min_confidence, (int, float)) or not 0 <= min_confidence <= 1:
+    if type(min_confidence) not in (float, int) or not 0 <= min_confidence <= 1:
         raise UserError(f"min_confidence must be a number in 0..1, got {min_confidence!r}.")
-    plan = _Plan(table, grant, fallback, float(min_confidence))
-    if isinstance(input, Mapping):
+    plan = _Plan(table, grant, narrowed, fallback, float(min_confidence))
+    if type(input) is not str and isinstance(input, Mapping):
         if set(input) == {"profile"}:
             profile = input["profile"]
             if profile not in grant:
