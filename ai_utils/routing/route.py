@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -35,8 +35,11 @@ __all__ = [
 RouteReason: TypeAlias = Literal["explicit", "rule", "classifier", "fallback"]
 RouteChoice: TypeAlias = tuple[str, float]
 """What a classifier returns: ``(profile name, confidence in 0..1)``."""
-RouteClassifier: TypeAlias = Callable[[str, Mapping[str, str | None]], RouteChoice | Awaitable[RouteChoice]]
-"""``classifier(text, {profile: hint | None}) -> (profile, confidence)``, sync or async."""
+RouteClassifier: TypeAlias = Any
+"""What ``classifier=`` takes: a `JevRouteClassifier`; a LangChain decision model (``BaseDecisionModel``, e.g.
+`JevDecisionModel`), asked one ``Choice``; a chat model, asked through ``classify(..., llm=model)`` (label
+logprobs); or a function ``(text, {profile: hint | None}) -> (profile, confidence)``, sync or async (a
+mapping or object with ``profile``/``choice`` and ``confidence`` works as the answer too)."""
 
 _QUESTION = "profile"
 _INSTRUCTIONS = (
@@ -176,12 +179,27 @@ def _choices(plan: _Plan) -> dict[str, str | None]:
     return {name: plan.profiles.hint(name) for name in plan.allowed}
 
 
+def _answer(value: Any) -> tuple[Any, float]:
+    """``(profile, confidence)`` from the shapes a classifier may return (see `RouteClassifier`)."""
+    answers = getattr(value, "answers", None)  # a ClassifyResult / ClassifierResponse
+    if answers is not None:
+        value = answers[_QUESTION] if isinstance(answers, Mapping) else getattr(answers, _QUESTION)
+    if isinstance(value, str):
+        return value, 1.0
+    if isinstance(value, Mapping):
+        return value.get("profile", value.get("choice")), float(value["confidence"])
+    if isinstance(value, tuple | list):
+        profile, confidence = value
+        return profile, float(confidence)
+    profile = getattr(value, "profile", None) or getattr(value, "choice", None)
+    return profile, float(value.confidence)
+
+
 def _finish(plan: _Plan, answer: Any) -> ModelRoute:
     """The classifier's answer as a route; anything malformed, unknown or unsure is the fallback."""
     try:
-        profile, confidence = answer
-        confidence = float(confidence)
-    except (TypeError, ValueError):
+        profile, confidence = _answer(answer)
+    except (TypeError, ValueError, KeyError, AttributeError):
         return _route(plan, plan.fallback, "fallback")
     if not isinstance(profile, str) or profile not in plan.allowed or not 0 <= confidence <= 1:
         return _route(plan, plan.fallback, "fallback")
@@ -201,20 +219,31 @@ class JevRouteClassifier:
         timeout: seconds for the whole call (a timeout routes to the fallback).
         api_key: default ``OPENROUTER_API_KEY``.
         base_url: default ``JEV_BASE_URL`` or OpenRouter.
+        llm: answer with this chat model's label logprobs instead of Jev (``classify(..., llm=llm)``); the Jev
+            options are then unused and the model's own timeout applies.
     """
 
     def __init__(
-        self, *, model: str | None = None, timeout: float = 5.0, api_key: str | None = None, base_url: str | None = None
+        self,
+        *,
+        model: str | None = None,
+        timeout: float = 5.0,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        llm: Any = None,
     ) -> None:
         self.model = model
         self.timeout = timeout
         self.api_key = api_key
         self.base_url = base_url
+        self.llm = llm
 
     def _questions(self, choices: Mapping[str, str | None]) -> dict[str, Any]:
         return {_QUESTION: {"type": "choice", "instructions": _INSTRUCTIONS, "criteria": dict(choices)}}
 
     def _options(self) -> dict[str, Any]:
+        if self.llm is not None:
+            return {"llm": self.llm}
         options: dict[str, Any] = {"timeout": self.timeout, "api_key": self.api_key, "base_url": self.base_url}
         if self.model is not None:
             options["model"] = self.model
@@ -236,11 +265,56 @@ class JevRouteClassifier:
         return answer.choice, answer.confidence
 
 
+class _DecisionModelClassifier:
+    """A LangChain ``BaseDecisionModel`` asked the same one ``Choice`` question."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def _request(self, text: str, choices: Mapping[str, str | None]) -> dict[str, Any]:
+        from langchain_core.decisions import Choice
+
+        question = Choice(instructions=_INSTRUCTIONS, criteria=dict(choices))
+        return {"state": {"input": text}, "questions": {_QUESTION: question}}
+
+    def __call__(self, text: str, choices: Mapping[str, str | None]) -> Any:
+        return self.model.invoke(self._request(text, choices))
+
+    async def acall(self, text: str, choices: Mapping[str, str | None]) -> Any:
+        return await self.model.ainvoke(self._request(text, choices))
+
+
+def _classifier(classifier: Any) -> Any:
+    """``classifier`` as something with ``__call__(text, choices)`` (and, for the async twin, maybe ``acall``)."""
+    if classifier is None:
+        return JevRouteClassifier()
+    if isinstance(classifier, JevRouteClassifier):
+        return classifier
+    from langchain_core.decisions import BaseDecisionModel
+    from langchain_core.language_models import BaseChatModel
+
+    if isinstance(classifier, BaseDecisionModel):
+        return _DecisionModelClassifier(classifier)
+    if isinstance(classifier, BaseChatModel):
+        return JevRouteClassifier(llm=classifier)
+    if not callable(classifier):
+        raise UserError(
+            f"`classifier` must be a function (text, choices) -> (profile, confidence), a decision model or a chat "
+            f"model, got {classifier!r}."
+        )
+    return classifier
+
+
 def jev_route_classifier(
-    *, model: str | None = None, timeout: float = 5.0, api_key: str | None = None, base_url: str | None = None
+    *,
+    model: str | None = None,
+    timeout: float = 5.0,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    llm: Any = None,
 ) -> JevRouteClassifier:
     """A `JevRouteClassifier` with these options (the default classifier uses the defaults)."""
-    return JevRouteClassifier(model=model, timeout=timeout, api_key=api_key, base_url=base_url)
+    return JevRouteClassifier(model=model, timeout=timeout, api_key=api_key, base_url=base_url, llm=llm)
 
 
 def resolve_model_route(
@@ -271,7 +345,8 @@ def resolve_model_route(
         rules: `RouteRule`s on ``labels``, tried in order before any classifier.
         fallback: the profile when nothing else decides or the classifier fails (must be allowed).
         labels: trusted labels of the request (e.g. ``"tier:free"``), set by your server, never by the user.
-        classifier: ``(text, {profile: hint}) -> (profile, confidence)``; default `jev_route_classifier()`.
+        classifier: default `jev_route_classifier()` (Jev); or a decision model, a chat model (label logprobs) or a
+            function ``(text, {profile: hint}) -> (profile, confidence)`` (see `RouteClassifier`).
         min_confidence: a classifier answer below this confidence gives the fallback.
 
     Returns:
@@ -285,7 +360,7 @@ def resolve_model_route(
     plan, outcome = _prepare(input, profiles, allowed, rules, fallback, labels, min_confidence)
     if isinstance(outcome, ModelRoute):
         return outcome
-    ask = classifier if classifier is not None else JevRouteClassifier()
+    ask = _classifier(classifier)
     try:
         answer: Any = ask(outcome, _choices(plan))
         if inspect.isawaitable(answer):
@@ -328,8 +403,8 @@ async def aresolve_model_route(
     plan, outcome = _prepare(input, profiles, allowed, rules, fallback, labels, min_confidence)
     if isinstance(outcome, ModelRoute):
         return outcome
-    ask: Any = classifier if classifier is not None else JevRouteClassifier()
-    call = ask.acall if isinstance(ask, JevRouteClassifier) else ask
+    ask = _classifier(classifier)
+    call = getattr(ask, "acall", ask)
     try:
         async with asyncio.timeout(timeout):
             answer: Any = call(outcome, _choices(plan))

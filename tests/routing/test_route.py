@@ -236,3 +236,39 @@ def test_the_route_feeds_get_llm(jev: FakeJevServer) -> None:
     llm = get_llm("fake", profile=chosen.profile, profiles=PROFILES, responses=["planned"])
     assert llm.invoke("Plan a migration.").content == "planned"
     assert llm.model_ids == chosen.models  # type: ignore[attr-defined]
+
+
+def test_a_langchain_decision_model_classifies_with_one_choice(jev: FakeJevServer) -> None:
+    from ai_utils import JevDecisionModel
+
+    jev.answer("profile", choice="fast", confidence=0.95)
+    result = route("Short one.", classifier=JevDecisionModel(base_url=jev.url, api_key=jev.api_key))
+    assert (result.profile, result.reason, result.confidence) == ("fast", "classifier", 0.95)
+    [request] = jev.requests
+    assert request.body["state"] == {"input": "Short one."}
+    assert request.body["questions"]["profile"]["criteria"] == {
+        "fast": "Short, low-complexity requests.",
+        "balanced": "Requests that need stronger reasoning.",
+    }
+
+
+async def test_a_chat_model_classifies_by_label_logprobs_without_jev(jev: FakeJevServer) -> None:
+    from ai_utils.testing import FakeChatModel
+
+    llm = FakeChatModel([{"content": "B", "logprobs": {"A": -4.0, "B": -0.02}}] * 2)
+    result = route("Plan a migration.", classifier=llm)
+    assert (result.profile, result.reason) == ("balanced", "classifier")
+    assert result.confidence is not None and result.confidence > 0.9
+    again = await aresolve_model_route(
+        "Plan a migration.", profiles=PROFILES, allowed=ALLOWED, fallback="fast", classifier=llm
+    )
+    assert again.profile == "balanced"
+    assert jev.requests == []  # the chat model answered; Jev was never asked
+    assert "Plan a migration." in llm.calls[0][-1].text and "openai/" not in str(llm.calls[0])
+
+
+def test_a_classifier_may_answer_with_a_mapping() -> None:
+    answer = {"profile": "fast", "confidence": 0.7}
+    assert route("x", classifier=_returns(answer)).reason == "classifier"
+    with pytest.raises(UserError, match="`classifier` must be"):
+        route("x", classifier=42)
