@@ -139,8 +139,12 @@ def _check_kwargs(provider: str, kwargs: Mapping[str, Any]) -> None:
         )
 
 
+class _NoServerError(ProviderError, ConnectionError):
+    """A local server that did not answer; also a `ConnectionError`, so a model profile falls back to its next model."""
+
+
 def _no_server(url: str, error: Exception) -> ProviderError:
-    return ProviderError(
+    return _NoServerError(
         f"No local model server answered at {url} ({error}). Start it (e.g. `ollama serve`) or point "
         "LOCAL_LLM_BASE_URL (or base_url=...) at the running server.",
         provider="local",

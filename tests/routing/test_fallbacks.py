@@ -203,3 +203,12 @@ def test_a_gateway_route_can_name_a_profile_and_gateway_llm_falls_back(aimock: A
         ("support", "primary-model", "failed"),
         ("support", "fallback-model", "succeeded"),
     ]
+
+
+def test_a_local_server_that_is_down_falls_back_too(aimock: Aimock, monkeypatch: pytest.MonkeyPatch) -> None:
+    _serve(aimock)
+    monkeypatch.setenv("LOCAL_LLM_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")  # no Ollama running
+    profiles = ModelProfiles({"home-first": {"primary": "local:llama3.2:3b", "fallbacks": ["fallback-model"]}})
+    llm = get_llm("openai", profile="home-first", profiles=profiles, api_key="sk-test", base_url=aimock.openai_base_url)
+    assert llm.invoke("hi").content == "Hello from the fallback."
+    assert _log(aimock) == [("fallback-model", 200)]
