@@ -72,6 +72,15 @@ class _Pending:
     parent_run_id: str | None
     metadata: dict[str, Any]
     tap: PolicyTap | None = None
+    # The concrete model the call was sent to (its invocation params), e.g. the fallback that answered.
+    model: str | None = None
+
+
+def _invoked_model(invocation_params: Any) -> str | None:
+    if not isinstance(invocation_params, Mapping):
+        return None
+    model = invocation_params.get("model") or invocation_params.get("model_name")
+    return model if isinstance(model, str) and model else None
 
 
 def _tool_names(invocation_params: Any) -> list[str]:
@@ -206,7 +215,8 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             **kwargs: ``invocation_params`` (with the bound tools) and more.
         """
         views = [_message_view(m) for batch in messages for m in batch]
-        self._start(run_id, parent_run_id, views, _tool_names(kwargs.get("invocation_params")), metadata)
+        params = kwargs.get("invocation_params")
+        self._start(run_id, parent_run_id, views, _tool_names(params), metadata, _invoked_model(params))
 
     def on_llm_start(
         self,
@@ -319,6 +329,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         views: list[dict[str, Any]],
         tools: list[str],
         run_metadata: Mapping[str, Any] | None,
+        model: str | None = None,
     ) -> None:
         metadata = {
             k: v for k, v in (run_metadata or {}).items() if not k.startswith(_INTERNAL_PREFIXES) and k != "thread_id"
@@ -343,6 +354,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             parent_run_id=str(parent_run_id) if parent_run_id is not None else None,
             metadata=metadata,
             tap=tap,
+            model=model,
         )
         denial = next((d for d in decisions if not d.allowed), None)
         if denial is None:
@@ -408,7 +420,8 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             request_id=pending.request_id,
             feature=self.feature,
             provider=self._provider,
-            model=self._model,
+            # A call that reached a provider names the model it was sent to (with fallbacks: the one that answered).
+            model=(pending.model or self._model) if status != "blocked" else self._model,
             status=status,
             created_at=self._now(),
             actor=pending.actor,
