@@ -60,7 +60,7 @@ from ai_utils.gateway.feedback import (
     create_feedback_route,
     validate_feedback,
 )
-from ai_utils.gateway.gateway import AuditMode, Gateway, Route
+from ai_utils.gateway.gateway import AuditMode, Gateway
 from ai_utils.gateway.hashing import hash_canonical, truncate_for_audit
 from ai_utils.gateway.judge import DimensionScore, JudgeDimension, JudgeResult, JudgeRubric, LLMJudge
 from ai_utils.gateway.policy import (
@@ -73,6 +73,7 @@ from ai_utils.gateway.policy import (
     run_policy_chain,
     tool_allowlist,
 )
+from ai_utils.gateway.route import Route
 
 if TYPE_CHECKING:
     from ai_utils.gateway.supabase_audit import SupabaseAuditSink, supabase_audit_sql

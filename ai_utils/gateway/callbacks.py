@@ -31,7 +31,8 @@ from ai_utils.gateway.hashing import _canonical_json, truncate_for_audit
 from ai_utils.gateway.policy import PolicyContext, PolicyDecision, run_policy_chain
 
 if TYPE_CHECKING:
-    from ai_utils.gateway.gateway import Gateway, Route
+    from ai_utils.gateway.gateway import Gateway
+    from ai_utils.gateway.route import Route
 
 __all__ = ["POLICY_TAP", "GatewayCallbackHandler", "PolicyTap"]
 

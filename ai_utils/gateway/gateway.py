@@ -1,4 +1,4 @@
-"""`Gateway` and `Route`: feature routing, policy, audit and events for LangChain model calls.
+"""`Gateway`: feature routing (`Route`, in `ai_utils.gateway.route`), policy, audit and events for model calls.
 
 ```python
 from ai_utils.gateway import Gateway, Route, SqliteAuditSink
@@ -20,7 +20,6 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 from uuid import uuid4
@@ -33,6 +32,7 @@ from ai_utils.gateway.completion import GatewayResponse, GatewayStream, atransla
 from ai_utils.gateway.errors import AuditWriteError, GatewayError
 from ai_utils.gateway.events import GatewayEvent
 from ai_utils.gateway.policy import DEFAULT_POLICY, PolicyRule, feature_registered
+from ai_utils.gateway.route import Route
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -44,23 +44,6 @@ __all__ = ["AuditMode", "Gateway", "Route"]
 logger = logging.getLogger("ai_utils.gateway")
 
 AuditMode = Literal["best-effort", "required"]
-
-
-@dataclass(frozen=True)
-class Route:
-    """Bind a feature to a provider and model (built with `ai_utils.get_llm`).
-
-    Args:
-        feature: the route key; dot-namespacing is recommended (``"myapp.scope.purpose"``).
-        provider: a `get_llm` provider (``"openai"``, ``"openrouter"``, ``"fake"``, ...).
-        model: the model name.
-        options: extra `get_llm` keyword arguments (``temperature``, ``base_url``, ``responses`` for fake, ...).
-    """
-
-    feature: str
-    provider: str
-    model: str
-    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _default_audit_error(error: BaseException, entry: AuditEntry) -> None:

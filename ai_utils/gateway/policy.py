@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
     from ai_utils.gateway.actor import Actor
-    from ai_utils.gateway.gateway import Route
+    from ai_utils.gateway.route import Route
 
 __all__ = [
     "DEFAULT_POLICY",
