@@ -31,7 +31,8 @@ from ai_utils.gateway.hashing import _canonical_json, truncate_for_audit
 from ai_utils.gateway.policy import PolicyContext, PolicyDecision, run_policy_chain
 
 if TYPE_CHECKING:
-    from ai_utils.gateway.gateway import Gateway
+    from ai_utils.gateway._recorder import CallRecorder
+    from ai_utils.gateway.policy import PolicyRule
     from ai_utils.gateway.route import Route
 
 __all__ = ["POLICY_TAP", "GatewayCallbackHandler", "PolicyTap"]
@@ -127,6 +128,14 @@ class GatewayCallbackHandler(BaseCallbackHandler):
     Get one from `Gateway.callback` (or implicitly from `Gateway.llm`) and attach it with ``callbacks=[...]`` to a
     model, chain, graph or agent run.
 
+    Args:
+        feature: the feature.
+        recorder: the gateway's audit writer and event emitter (sink, audit mode, hooks, clock).
+        routes: the gateway's routes (the feature's route is looked up once, here).
+        policy: the policy chain run before every call.
+        actor: the actor, already merged with the gateway's ``default_actor``.
+        metadata: recorded on every audit row and event.
+
     Attributes:
         feature: the feature.
         route: its route (``None`` for an unknown feature, which the policy then blocks).
@@ -140,15 +149,19 @@ class GatewayCallbackHandler(BaseCallbackHandler):
 
     def __init__(
         self,
-        gateway: Gateway,
         feature: str,
         *,
+        recorder: CallRecorder,
+        routes: Mapping[str, Route],
+        policy: Sequence[PolicyRule],
         actor: Actor | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
-        self.gateway = gateway
         self.feature = feature
-        self.route: Route | None = gateway.routes.get(feature)
+        self.route: Route | None = routes.get(feature)
+        self.recorder = recorder
+        self.policy: tuple[PolicyRule, ...] = tuple(policy)
+        self._features = frozenset(routes)
         self.actor = actor
         self.metadata: dict[str, Any] = dict(metadata or {})
         self.request_ids: deque[str] = deque(maxlen=1000)
@@ -266,7 +279,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         entry = self._entry(pending, "succeeded", latency, usage=usage, tools_used=tools_used, response=text)
         # An AuditWriteError (required mode) propagates here, failing the call after on_audit_error ran.
         try:
-            self.gateway._write_audit(entry)
+            self.recorder.write(entry)
         except GatewayError as err:
             self._emit("llm.call.failed", pending, latency, error_type="audit", error_message=str(err))
             raise
@@ -293,7 +306,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         latency = (time.perf_counter() - pending.started) * 1000
         entry = self._entry(pending, "failed", latency, error_type=error_type, error_message=message)
         try:
-            self.gateway._write_audit(entry)
+            self.recorder.write(entry)
         except GatewayError:
             pass  # on_audit_error has the row; the provider error is what the caller must see.
         self._emit("llm.call.failed", pending, latency, error_type=error_type, error_message=message)
@@ -319,9 +332,9 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             actor=self.actor,
             tools=tuple(tools),
             metadata=metadata,
-            features=self.gateway.features,
+            features=self._features,
         )
-        return run_policy_chain(self.gateway.policy, context)
+        return run_policy_chain(self.policy, context)
 
     def _start(
         self,
@@ -359,10 +372,10 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         )
         denial = next((d for d in decisions if not d.allowed), None)
         if denial is None:
-            if self.gateway.audit_mode == "required":
+            if self.recorder.required:
                 # Before the provider call: with a failing sink nothing is streamed, nothing is spent.
                 try:
-                    self.gateway._write_audit(self._entry(pending, "pending", 0.0))
+                    self.recorder.write(self._entry(pending, "pending", 0.0))
                 except GatewayError as err:
                     self._emit("llm.call.failed", pending, 0.0, error_type="audit", error_message=str(err))
                     raise
@@ -373,7 +386,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         entry = self._entry(pending, "blocked", 0.0, error_type="policy", error_message=reason)
         self._emit("llm.policy.blocked", pending, policy_rule=denial.rule, error_type="policy", error_message=reason)
         try:
-            self.gateway._write_audit(entry)
+            self.recorder.write(entry)
         except GatewayError:
             pass  # on_audit_error has the row; the denial is what the caller must see.
         raise GatewayError(reason, decisions)
@@ -442,7 +455,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         )
 
     def _now(self) -> datetime:
-        return self.gateway.now()
+        return self.recorder.now()
 
     def _emit(
         self,
@@ -451,7 +464,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         latency_ms: float | None = None,
         **fields: Any,
     ) -> None:
-        if self.gateway.on_event is None:
+        if not self.recorder.listening:
             return
         event = GatewayEvent(
             type=type_,
@@ -466,4 +479,4 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             tools_requested=pending.tools_requested,
             **fields,
         )
-        self.gateway._emit(event)
+        self.recorder.emit(event)

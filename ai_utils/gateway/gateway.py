@@ -16,20 +16,18 @@ other_model.invoke("hi", config={"callbacks": [gateway.callback("support.triage"
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from uuid import uuid4
 
 from ai_utils.exceptions import UserError
+from ai_utils.gateway._recorder import AuditMode, CallRecorder
 from ai_utils.gateway.actor import Actor, to_actor
 from ai_utils.gateway.audit import AuditEntry, AuditSink, NoopAuditSink
 from ai_utils.gateway.callbacks import GatewayCallbackHandler
 from ai_utils.gateway.completion import GatewayResponse, GatewayStream, atranslate, response_from, translate
-from ai_utils.gateway.errors import AuditWriteError, GatewayError
+from ai_utils.gateway.errors import GatewayError
 from ai_utils.gateway.events import GatewayEvent
 from ai_utils.gateway.policy import DEFAULT_POLICY, PolicyRule, feature_registered
 from ai_utils.gateway.route import Route
@@ -40,15 +38,6 @@ if TYPE_CHECKING:
     from langchain_core.runnables import Runnable
 
 __all__ = ["AuditMode", "Gateway", "Route"]
-
-logger = logging.getLogger("ai_utils.gateway")
-
-AuditMode = Literal["best-effort", "required"]
-
-
-def _default_audit_error(error: BaseException, entry: AuditEntry) -> None:
-    # The row goes to the log in full, so a sink outage never loses it silently.
-    logger.error("Audit sink failed (%s: %s); unwritten row: %r", type(error).__name__, error, entry.to_dict())
 
 
 class Gateway:
@@ -97,14 +86,61 @@ class Gateway:
         if policy is None:
             policy = DEFAULT_POLICY if enforce_actor else (feature_registered,)
         self.policy: tuple[PolicyRule, ...] = tuple(policy)
-        self.audit: AuditSink = audit if audit is not None else NoopAuditSink()
-        self.audit_mode: AuditMode = audit_mode
-        self.on_event = on_event
-        self.on_audit_error = on_audit_error or _default_audit_error
         self.default_actor = to_actor(default_actor)
         self.enforce_actor = enforce_actor
-        self.now: Callable[[], datetime] = now or (lambda: datetime.now(UTC))
-        self._tasks: set[asyncio.Task[Any]] = set()
+        # Sink, mode, hooks and clock live on the recorder every handler of this gateway writes through.
+        self._recorder = CallRecorder(
+            audit=audit if audit is not None else NoopAuditSink(),
+            audit_mode=audit_mode,
+            on_event=on_event,
+            on_audit_error=on_audit_error,
+            now=now or (lambda: datetime.now(UTC)),
+        )
+
+    @property
+    def audit(self) -> AuditSink:
+        """The audit sink."""
+        return self._recorder.audit
+
+    @audit.setter
+    def audit(self, sink: AuditSink) -> None:
+        self._recorder.audit = sink
+
+    @property
+    def audit_mode(self) -> AuditMode:
+        """``"best-effort"`` or ``"required"``."""
+        return self._recorder.audit_mode
+
+    @audit_mode.setter
+    def audit_mode(self, mode: AuditMode) -> None:
+        self._recorder.audit_mode = mode
+
+    @property
+    def on_event(self) -> Callable[[GatewayEvent], Any] | None:
+        """The event hook."""
+        return self._recorder.on_event
+
+    @on_event.setter
+    def on_event(self, hook: Callable[[GatewayEvent], Any] | None) -> None:
+        self._recorder.on_event = hook
+
+    @property
+    def on_audit_error(self) -> Callable[[BaseException, AuditEntry], Any]:
+        """The hook for a failed audit write."""
+        return self._recorder.on_audit_error
+
+    @on_audit_error.setter
+    def on_audit_error(self, hook: Callable[[BaseException, AuditEntry], Any]) -> None:
+        self._recorder.on_audit_error = hook
+
+    @property
+    def now(self) -> Callable[[], datetime]:
+        """The clock for ``created_at``."""
+        return self._recorder.now
+
+    @now.setter
+    def now(self, clock: Callable[[], datetime]) -> None:
+        self._recorder.now = clock
 
     def route(self, feature: str) -> Route:
         """Return the route of a feature.
@@ -149,7 +185,9 @@ class Gateway:
         """
         merged = to_actor(actor)
         merged = merged.merged_with(self.default_actor) if merged is not None else self.default_actor
-        return GatewayCallbackHandler(self, feature, actor=merged, metadata=metadata)
+        return GatewayCallbackHandler(
+            feature, recorder=self._recorder, routes=self.routes, policy=self.policy, actor=merged, metadata=metadata
+        )
 
     def llm(
         self,
@@ -304,52 +342,6 @@ class Gateway:
         runnable, _, route, config = self._prepare(feature, actor, metadata, tools)
         chunks = atranslate(runnable.astream(messages, config=config))  # type: ignore[arg-type]
         return GatewayStream(str(config["run_id"]), route.model, route.provider, chunks)
-
-    # -- used by GatewayCallbackHandler ------------------------------------------------------------------------
-
-    def _write_audit(self, entry: AuditEntry) -> None:
-        try:
-            self.audit.write(entry)
-        except Exception as error:
-            try:
-                self.on_audit_error(error, entry)
-            except Exception:
-                logger.exception("on_audit_error failed for request %s", entry.request_id)
-            if self.audit_mode == "required":
-                raise AuditWriteError(
-                    f"Audit sink {type(self.audit).__name__} failed for request {entry.request_id!r} and "
-                    f"audit_mode is 'required' ({type(error).__name__}: {error}). Fix the sink or use 'best-effort'."
-                ) from error
-
-    def _emit(self, event: GatewayEvent) -> None:
-        if self.on_event is None:
-            return
-        try:
-            result = self.on_event(event)
-            if inspect.isawaitable(result):
-                self._schedule(result, event)
-        except Exception:
-            logger.exception("on_event failed for %s %s", event.type, event.request_id)
-
-    def _schedule(self, awaitable: Any, event: GatewayEvent) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            from ai_utils._utils import run_sync
-
-            async def wait() -> None:
-                await awaitable
-
-            run_sync(wait, what="an async on_event hook")
-            return
-        task = asyncio.ensure_future(awaitable, loop=loop)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("on_event failed", exc_info=task.exception())
 
 
 def _as_list(callbacks: Any) -> list[Any]:
