@@ -5,12 +5,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["fast_json"]
+__all__ = ["RawJSON", "fast_json"]
 
 try:
     import orjson
 except ImportError:  # pragma: no cover - orjson comes with langsmith; the stdlib path is tested directly
     orjson = None  # type: ignore[assignment]
+
+
+class RawJSON:
+    """JSON text an encoder from `fast_json` embeds as is: serialize a part once, reuse it inside a larger value.
+
+    The orjson path embeds it verbatim; on the stdlib path ``default`` must turn it back into data
+    (``json.loads(raw.text)``), which gives the same text for text made by the same encoder.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 def fast_json(
@@ -40,10 +53,14 @@ def fast_json(
     if dates_via_default:
         option |= orjson.OPT_PASSTHROUGH_DATETIME
     dumps = orjson.dumps
+    fragment = orjson.Fragment
+
+    def embed(value: Any) -> Any:
+        return fragment(value.text) if type(value) is RawJSON else default(value)
 
     def encode(value: Any) -> str:
         try:
-            return dumps(value, default=default, option=option).decode()
+            return dumps(value, default=embed, option=option).decode()
         except TypeError:
             return stdlib(value)
 

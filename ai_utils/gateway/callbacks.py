@@ -9,7 +9,6 @@ after it, so a sink that cannot write fails the call before any token is produce
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -23,11 +22,12 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
+from ai_utils._json import RawJSON
 from ai_utils.gateway.actor import Actor
 from ai_utils.gateway.audit import AuditEntry, AuditStatus
 from ai_utils.gateway.errors import GatewayError, classify_llm_error
 from ai_utils.gateway.events import GatewayEvent, GatewayEventType
-from ai_utils.gateway.hashing import _canonical_json, truncate_for_audit
+from ai_utils.gateway.hashing import _canonical_json, hash_canonical, truncate_for_audit
 from ai_utils.gateway.policy import PolicyContext, PolicyDecision, run_policy_chain
 
 if TYPE_CHECKING:
@@ -106,22 +106,6 @@ def _message_view(message: BaseMessage) -> dict[str, Any]:
     return view
 
 
-def _hash_and_summary(
-    feature_json: str, model_json: str, views: list[dict[str, Any]], tools: list[str]
-) -> tuple[str, str]:
-    """``hash_canonical({"feature", "model", "messages", "tools"})`` and the messages summary, serializing once.
-
-    The hashed text is what `hash_canonical` builds for that dict (keys sorted: feature, messages, model, tools);
-    the messages JSON, the bulk of it, is reused for the summary. Feature and model come as JSON already (they
-    are fixed per handler).
-    """
-    messages = _canonical_json(views)
-    canonical = (
-        f'{{"feature":{feature_json},"messages":{messages},"model":{model_json},"tools":{_canonical_json(tools)}}}'
-    )
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest(), truncate_for_audit(messages)
-
-
 class GatewayCallbackHandler(BaseCallbackHandler):
     """Govern every model call of a LangChain run for one gateway feature.
 
@@ -168,8 +152,6 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         self.last_decisions: list[PolicyDecision] = []
         self._pending: dict[UUID, _Pending] = {}
         self._actor_audit = actor.to_audit() if actor is not None else None
-        self._feature_json = _canonical_json(feature)
-        self._model_json = _canonical_json(self._model)
 
     @property
     def ignore_chain(self) -> bool:
@@ -427,9 +409,17 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         error_message: str | None = None,
     ) -> AuditEntry:
         # Hashing and summarizing happen here, after the call, to keep them off the time-to-first-chunk path.
-        request_hash, request_summary = _hash_and_summary(
-            self._feature_json, self._model_json, pending.views, pending.tools_requested
+        # The messages, the bulk of the hashed value, are serialized once: hashed embedded as is, and summarized.
+        messages = _canonical_json(pending.views)
+        request_hash = hash_canonical(
+            {
+                "feature": self.feature,
+                "model": self._model,
+                "messages": RawJSON(messages),
+                "tools": pending.tools_requested,
+            }
         )
+        request_summary = truncate_for_audit(messages)
         return AuditEntry(
             request_id=pending.request_id,
             feature=self.feature,

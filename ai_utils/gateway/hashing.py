@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ai_utils._json import fast_json
+from ai_utils._json import RawJSON, fast_json
 
 __all__ = ["hash_canonical", "truncate_for_audit"]
 
@@ -19,6 +19,8 @@ _ELLIPSIS = "…"
 
 
 def _default(value: Any) -> Any:
+    if isinstance(value, RawJSON):  # only on the stdlib path: orjson embeds the text as is
+        return json.loads(value.text)
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -62,3 +62,16 @@ def test_hash_takes_integers_beyond_64_bits() -> None:
     big = {"n": 2**70, "m": "x"}
     assert hash_canonical(big) == hashlib.sha256(b'{"m":"x","n":1180591620717411303424}').hexdigest()
     assert hash_canonical(big) != hash_canonical({"n": 2**70 + 1, "m": "x"})
+
+
+def test_a_part_serialized_once_hashes_like_the_value_itself_on_both_encoder_paths() -> None:
+    from ai_utils._json import RawJSON
+    from ai_utils.gateway.hashing import _canonical_json
+
+    views = [{"role": "human", "content": "héllo"}, {"role": "ai", "tool_calls": [{"args": {"b": 2, "a": 1}}]}]
+    embedded = {"feature": "f", "messages": RawJSON(_canonical_json(views)), "tools": ["add"]}
+    assert hash_canonical(embedded) == hash_canonical({"feature": "f", "messages": views, "tools": ["add"]})
+    # An integer past 64 bits sends the whole value down the stdlib path, which must embed the part the same way.
+    assert hash_canonical({**embedded, "n": 2**70}) == hash_canonical(
+        {"feature": "f", "messages": views, "tools": ["add"], "n": 2**70}
+    )
