@@ -1,25 +1,8 @@
-"""Actions the model may propose, gated by a policy: registry, directives and context blocks.
-
-```python
-from ai_utils.gateway.actions import ActionRegistry, define_action, parse_assistant_directives
-
-actions = ActionRegistry([
-    define_action(id="ticket.summarize", description="Summarize a ticket.", risk="safe",
-                  availability="authenticated"),
-    define_action(id="ticket.issue_refund", description="Issue a refund.", risk="restricted", availability="admin"),
-])
-reply = '''Here is your summary.
-!> ticket.summarize {"id": "TKT-1"}
-?> Draft a reply'''
-parsed = parse_assistant_directives(reply)   # .text, .actions, .follow_ups, .parse_errors
-[actions.validate(p, {"user_id": "u1"}) for p in parsed.actions]   # status: allowed / requires_confirmation / blocked
-```
-"""
+"""Action definitions and the registry that gates a proposed action through its policy."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, get_args
 
@@ -37,16 +20,10 @@ __all__ = [
     "ActionProposal",
     "ActionRegistry",
     "ActionRisk",
-    "ContextBlock",
-    "DirectiveResult",
-    "ParsedDirectives",
     "ValidatedAction",
     "ValidatedActionStatus",
     "default_action_policy",
     "define_action",
-    "parse_assistant_directives",
-    "render_context_blocks",
-    "validate_directives",
 ]
 
 ActionRisk = Literal["safe", "confirm", "restricted"]
@@ -353,141 +330,3 @@ class ActionRegistry:
                 return ValidatedAction(action.id, proposal.params, "blocked", reason, action)
         result = _verdict(self.policy(ActionPolicyContext(action, params, to_actor(actor))), action.id)
         return ValidatedAction(action.id, params, result.status, result.reason, action)
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedDirectives:
-    """A model reply with its directives taken out.
-
-    Args:
-        text: the visible text.
-        actions: ``!>`` action proposals, in order.
-        follow_ups: ``?>`` follow-up suggestions.
-        parse_errors: soft errors (e.g. bad JSON params); empty for clean replies.
-    """
-
-    text: str
-    actions: list[ActionProposal]
-    follow_ups: list[str]
-    parse_errors: list[str]
-
-
-def parse_assistant_directives(text: str, *, max_actions: int | None = None) -> ParsedDirectives:
-    """Strip ``!> action.id {json params}`` and ``?> follow-up`` lines from a reply.
-
-    Args:
-        text: the model reply.
-        max_actions: keep at most this many action proposals (the rest become parse errors).
-
-    Returns:
-        The `ParsedDirectives`.
-    """
-    kept: list[str] = []
-    actions: list[ActionProposal] = []
-    follow_ups: list[str] = []
-    errors: list[str] = []
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("?>"):
-            if suggestion := stripped[2:].strip():
-                follow_ups.append(suggestion)
-            continue
-        if not stripped.startswith("!>"):
-            kept.append(line)
-            continue
-        action_id, _, raw = stripped[2:].strip().partition(" ")
-        if not action_id:
-            errors.append(f"Empty action directive: {stripped!r}")
-            continue
-        params: Any = {}
-        if raw.strip():
-            try:
-                params = json.loads(raw)
-            except json.JSONDecodeError as err:
-                errors.append(f"Invalid JSON params for action {action_id!r}: {err.msg}")
-                continue
-        if not isinstance(params, dict):
-            errors.append(f"Params for action {action_id!r} must be a JSON object, got {raw.strip()!r}")
-            continue
-        if max_actions is not None and len(actions) >= max_actions:
-            errors.append(f"Action {action_id!r} dropped: more than {max_actions} actions proposed")
-            continue
-        actions.append(ActionProposal(action_id, params))
-    return ParsedDirectives("\n".join(kept).strip(), actions, follow_ups, errors)
-
-
-@dataclass(frozen=True, slots=True)
-class ContextBlock:
-    """A named piece of context for the prompt.
-
-    Args:
-        name: the tag name.
-        content: the text (anything else is rendered as JSON).
-    """
-
-    name: str
-    content: Any
-
-
-def render_context_blocks(blocks: Sequence[ContextBlock | Mapping[str, Any]]) -> str:
-    """Render named blocks as ``<name>content</name>``, joined by newlines.
-
-    Args:
-        blocks: `ContextBlock`s or ``{"name", "content"}`` mappings.
-
-    Returns:
-        The text: one ``<name>content</name>`` line per block.
-    """
-    rendered: list[str] = []
-    for block in blocks:
-        name, content = (
-            (block.name, block.content) if isinstance(block, ContextBlock) else (block["name"], block["content"])
-        )
-        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, indent=2, default=str)
-        rendered.append(f"<{name}>{text}</{name}>")
-    return "\n".join(rendered)
-
-
-@dataclass(frozen=True, slots=True)
-class DirectiveResult:
-    """A reply with its directive-proposed actions already through the registry's policy gate.
-
-    Args:
-        message: the visible text (directives stripped).
-        actions: each proposal validated by the registry.
-        follow_ups: suggested next prompts (``?>`` lines).
-        parse_errors: soft parse errors; empty for clean replies.
-    """
-
-    message: str
-    actions: list[ValidatedAction]
-    follow_ups: list[str]
-    parse_errors: list[str]
-
-
-def validate_directives(
-    text: str,
-    registry: ActionRegistry,
-    *,
-    actor: Actor | Mapping[str, Any] | None = None,
-    max_actions: int | None = 3,
-) -> DirectiveResult:
-    """Parse a reply's directives and validate every proposed action (the seed agent's ``respond`` step).
-
-    Args:
-        text: the model reply.
-        registry: the action gate.
-        actor: who would run the actions.
-        max_actions: cap on proposals per reply (the seed's default is 3); extra ones become parse errors.
-
-    Returns:
-        The `DirectiveResult`.
-    """
-    parsed = parse_assistant_directives(text, max_actions=max_actions)
-    resolved = to_actor(actor)
-    return DirectiveResult(
-        message=parsed.text,
-        actions=[registry.validate(p, resolved) for p in parsed.actions],
-        follow_ups=parsed.follow_ups,
-        parse_errors=parsed.parse_errors,
-    )
