@@ -5,31 +5,12 @@ Create the table with `supabase_audit_sql()` (the shipped ``supabase_audit.sql``
 
 from __future__ import annotations
 
-import json
-import re
-from importlib import resources
-from typing import Any
-
-from ai_utils._optional import missing_extra
-from ai_utils.exceptions import UserError
+from ai_utils.gateway._supabase import Client, ReturnMethod, SupabaseSink, table_sql
 from ai_utils.gateway.audit import AuditEntry
-
-try:
-    from postgrest.types import ReturnMethod
-    from supabase import Client
-except ImportError as _import_error:
-    raise missing_extra("supabase", extra="supabase", feature="SupabaseAuditSink") from _import_error
 
 __all__ = ["SupabaseAuditSink", "supabase_audit_sql"]
 
 _DEFAULT_TABLE = "llm_audit_log"
-_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-
-
-def _check_table(table: str) -> str:
-    if not _IDENTIFIER.match(table):
-        raise UserError(f"Audit table name {table!r} is not a plain lowercase identifier. Use e.g. 'llm_audit_log'.")
-    return table
 
 
 def supabase_audit_sql(table: str = _DEFAULT_TABLE) -> str:
@@ -46,21 +27,21 @@ def supabase_audit_sql(table: str = _DEFAULT_TABLE) -> str:
     Raises:
         UserError: ``table`` is not a plain lowercase identifier.
     """
-    sql = resources.files("ai_utils.gateway").joinpath("supabase_audit.sql").read_text(encoding="utf-8")
-    return sql.replace(_DEFAULT_TABLE, _check_table(table))
+    return table_sql("supabase_audit.sql", _DEFAULT_TABLE, table)
 
 
-class SupabaseAuditSink:
+class SupabaseAuditSink(SupabaseSink):
     """Insert audit rows into a Supabase table through PostgREST.
 
     Args:
         client: a supabase-py ``Client`` (service role: the table has row level security).
-        table: the table created by `supabase_audit_sql`.
+        table: the table created by `supabase_audit_sql`; default ``"llm_audit_log"``.
     """
 
-    def __init__(self, client: Client, table: str = _DEFAULT_TABLE) -> None:
-        self.client = client
-        self.table = _check_table(table)
+    default_table = _DEFAULT_TABLE
+
+    def __init__(self, client: Client, table: str | None = None) -> None:
+        super().__init__(client, table)
         self._pending: set[str] = set()  # request ids whose pending row (required audit mode) this sink wrote
 
     def write(self, entry: AuditEntry) -> None:
@@ -69,14 +50,13 @@ class SupabaseAuditSink:
         Args:
             entry: the row.
         """
-        row: dict[str, Any] = json.loads(json.dumps(entry.to_dict(), default=str))
-        table = self.client.table(self.table)
+        row = self._json_row(entry.to_dict())
         if entry.request_id in self._pending and entry.status != "pending":
-            table.update(row, returning=ReturnMethod.minimal).eq("request_id", entry.request_id).eq(
-                "status", "pending"
-            ).execute()
+            self.client.table(self.table).update(row, returning=ReturnMethod.minimal).eq(
+                "request_id", entry.request_id
+            ).eq("status", "pending").execute()
             self._pending.discard(entry.request_id)
             return
-        table.insert(row, returning=ReturnMethod.minimal).execute()
+        self._insert(row)
         if entry.status == "pending":
             self._pending.add(entry.request_id)

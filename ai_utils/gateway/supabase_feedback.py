@@ -5,21 +5,9 @@ Create the table with `supabase_feedback_sql()`; ``request_id`` joins the audit 
 
 from __future__ import annotations
 
-import json
-from dataclasses import replace
-from datetime import UTC, datetime
-from importlib import resources
-from typing import Any
-
-from ai_utils._optional import missing_extra
+from ai_utils.gateway._supabase import SupabaseSink, table_sql
 from ai_utils.gateway.feedback import FeedbackEntry
-from ai_utils.gateway.supabase_audit import _check_table
-
-try:
-    from postgrest.types import ReturnMethod
-    from supabase import Client
-except ImportError as _import_error:  # pragma: no cover - supabase_audit raises first
-    raise missing_extra("supabase", extra="supabase", feature="SupabaseFeedbackSink") from _import_error
+from ai_utils.gateway.feedback._sinks import stamped
 
 __all__ = ["SupabaseFeedbackSink", "supabase_feedback_sql"]
 
@@ -27,32 +15,22 @@ _DEFAULT_TABLE = "llm_feedback"
 
 
 def supabase_feedback_sql(table: str = _DEFAULT_TABLE) -> str:
-    """Return the SQL that creates the feedback table `SupabaseFeedbackSink` writes to.
+    """Return the SQL that creates the feedback table `SupabaseFeedbackSink` writes to, named ``table``.
 
-    Args:
-        table: the table name.
-
-    Returns:
-        The SQL script.
-
-    Raises:
-        UserError: ``table`` is not a plain lowercase identifier.
+    A ``table`` that is not a plain lowercase identifier raises `UserError`, as in `supabase_audit_sql`.
     """
-    sql = resources.files("ai_utils.gateway").joinpath("supabase_feedback.sql").read_text(encoding="utf-8")
-    return sql.replace(_DEFAULT_TABLE, _check_table(table))
+    return table_sql("supabase_feedback.sql", _DEFAULT_TABLE, table)
 
 
-class SupabaseFeedbackSink:
+class SupabaseFeedbackSink(SupabaseSink):
     """Insert feedback into a Supabase table through PostgREST.
 
     Args:
         client: a supabase-py ``Client`` (service role: the table has row level security).
-        table: the table created by `supabase_feedback_sql`.
+        table: the table created by `supabase_feedback_sql`; default ``"llm_feedback"``.
     """
 
-    def __init__(self, client: Client, table: str = _DEFAULT_TABLE) -> None:
-        self.client = client
-        self.table = _check_table(table)
+    default_table = _DEFAULT_TABLE
 
     def write(self, entry: FeedbackEntry) -> None:
         """Insert the entry (``created_at`` defaults to the server time).
@@ -60,7 +38,4 @@ class SupabaseFeedbackSink:
         Args:
             entry: the entry.
         """
-        if not entry.created_at:
-            entry = replace(entry, created_at=datetime.now(UTC).isoformat())
-        row: dict[str, Any] = json.loads(json.dumps(entry.to_dict(), default=str))
-        self.client.table(self.table).insert(row, returning=ReturnMethod.minimal).execute()
+        self._insert(self._json_row(stamped(entry).to_dict()))

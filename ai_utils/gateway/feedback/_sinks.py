@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 from ai_utils.gateway.audit import sql_table_name
 from ai_utils.gateway.feedback._validation import FeedbackEntry
 
-__all__ = ["FeedbackSink", "MemoryFeedbackSink", "NoopFeedbackSink", "SqliteFeedbackSink"]
+__all__ = ["FeedbackSink", "MemoryFeedbackSink", "NoopFeedbackSink", "SqliteFeedbackSink", "stamped"]
 
 
 @runtime_checkable
@@ -28,7 +28,8 @@ class FeedbackSink(Protocol):
         """
 
 
-def _stamped(entry: FeedbackEntry) -> FeedbackEntry:
+def stamped(entry: FeedbackEntry) -> FeedbackEntry:
+    """The entry, with the server time as ``created_at`` when it has none."""
     return entry if entry.created_at else replace(entry, created_at=datetime.now(UTC).isoformat())
 
 
@@ -55,7 +56,7 @@ class MemoryFeedbackSink:
         Args:
             entry: the entry.
         """
-        self.entries.append(_stamped(entry))
+        self.entries.append(stamped(entry))
 
 
 class SqliteFeedbackSink:
@@ -86,7 +87,7 @@ class SqliteFeedbackSink:
         Args:
             entry: the entry.
         """
-        entry = _stamped(entry)
+        entry = stamped(entry)
         values = (
             entry.request_id,
             entry.user_id,
