@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
-from typing import Any, Literal, NotRequired, TypeAlias, TypeGuard, cast
+from typing import Any, Literal, NotRequired, TypeAlias, TypeGuard, cast, get_args
 
 from typing_extensions import TypedDict
 
@@ -206,6 +206,12 @@ Decision: TypeAlias = str | Mapping[str, Any]
 """An answer to an interrupt: ``"approve"``, ``"reject"``, ``{"type": "reject", "message": str}``,
 ``{"type": "edit", "args": {...}}`` or ``{"type": "respond", "message": str}``; for a plain ``interrupt()``
 any JSON value is passed through as the resume value."""
+
+DecisionType: TypeAlias = Literal["approve", "edit", "reject", "respond"]
+"""The kinds of answer a tool approval takes: a string `Decision`, or the ``type`` of a mapping one."""
+
+DECISION_TYPES: tuple[DecisionType, ...] = get_args(DecisionType)
+"""Every `DecisionType` (the one definition of the set; the HITL config and the decision mapper check against it)."""
 
 
 def _kind(chunk: object) -> object:

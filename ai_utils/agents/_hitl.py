@@ -11,11 +11,10 @@ from typing import Any, cast
 
 from langchain.agents.middleware import HumanInTheLoopMiddleware, InterruptOnConfig
 
+from ai_utils.client import DECISION_TYPES as DECISIONS
 from ai_utils.exceptions import UserError
 
 __all__ = ["DECISIONS", "hitl_middleware", "to_interrupt_on"]
-
-DECISIONS = ("approve", "edit", "reject", "respond")
 
 
 def _question(question: Any, tool: str) -> Any:

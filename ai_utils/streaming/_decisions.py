@@ -21,7 +21,7 @@ from typing import Any
 
 from langgraph.types import Command, Interrupt
 
-from ai_utils.client import Decision
+from ai_utils.client import DECISION_TYPES, Decision
 from ai_utils.exceptions import UserError
 from ai_utils.streaming._interrupts import Slot, slots
 
@@ -127,7 +127,7 @@ def _normalise(answer: Decision, slot: Slot) -> dict[str, Any]:
     """One answer -> a ``HumanInTheLoopMiddleware`` decision dict, checked against the tool's allowed list."""
     tool = slot.item["tool_name"] or ""
     kind = _type_of(answer)
-    if kind not in ("approve", "reject", "edit", "respond"):
+    if kind not in DECISION_TYPES:
         raise UserError(f"Unknown decision {answer!r} for tool {tool!r}. Use {_FORMS}.")
     allowed = slot.item["decisions"]
     if kind not in allowed:

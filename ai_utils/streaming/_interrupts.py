@@ -26,11 +26,10 @@ from typing import Literal
 
 from langgraph.types import Interrupt
 
+from ai_utils.client import DECISION_TYPES as ALL_DECISIONS
 from ai_utils.client import InterruptBatch, InterruptEvent
 
 __all__ = ["ALL_DECISIONS", "Slot", "interrupt_chunk", "slots"]
-
-ALL_DECISIONS: tuple[str, ...] = ("approve", "edit", "reject", "respond")
 
 Shape = Literal["batched", "per_call", "plain"]
 
