@@ -130,6 +130,12 @@ class GatewayCallbackHandler(BaseCallbackHandler):
 
     raise_error: bool = True
     run_inline: bool = True
+    # Chain, agent, retriever, retry and custom events carry nothing the gateway needs.
+    ignore_chain: bool = True
+    ignore_agent: bool = True
+    ignore_retriever: bool = True
+    ignore_retry: bool = True
+    ignore_custom_event: bool = True
 
     def __init__(
         self,
@@ -152,31 +158,6 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         self.last_decisions: list[PolicyDecision] = []
         self._pending: dict[UUID, _Pending] = {}
         self._actor_audit = actor.to_audit() if actor is not None else None
-
-    @property
-    def ignore_chain(self) -> bool:
-        """Chain events carry nothing the gateway needs."""
-        return True
-
-    @property
-    def ignore_agent(self) -> bool:
-        """Agent events carry nothing the gateway needs."""
-        return True
-
-    @property
-    def ignore_retriever(self) -> bool:
-        """Retriever events carry nothing the gateway needs."""
-        return True
-
-    @property
-    def ignore_retry(self) -> bool:
-        """Retry events carry nothing the gateway needs."""
-        return True
-
-    @property
-    def ignore_custom_event(self) -> bool:
-        """Custom events carry nothing the gateway needs."""
-        return True
 
     @property
     def _provider(self) -> str:

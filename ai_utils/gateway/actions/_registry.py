@@ -11,21 +11,6 @@ from pydantic import BaseModel, ValidationError
 from ai_utils.exceptions import UserError
 from ai_utils.gateway.actor import Actor, to_actor
 
-__all__ = [
-    "ActionAvailability",
-    "ActionDefinition",
-    "ActionPolicy",
-    "ActionPolicyContext",
-    "ActionPolicyResult",
-    "ActionProposal",
-    "ActionRegistry",
-    "ActionRisk",
-    "ValidatedAction",
-    "ValidatedActionStatus",
-    "default_action_policy",
-    "define_action",
-]
-
 ActionRisk = Literal["safe", "confirm", "restricted"]
 ActionAvailability = Literal["public", "authenticated", "pro", "admin"]
 ValidatedActionStatus = Literal["allowed", "requires_confirmation", "blocked"]
