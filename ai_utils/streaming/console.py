@@ -215,14 +215,29 @@ class _Loop:
             return ""
         return text, kwargs
 
-    def seen(self, chunk: Any) -> None:
-        if self.is_deep_agent and is_interrupt(chunk):
-            self.waiting = True
-
-    def start_round(self) -> None:
+    def turn(self, out: Console, line: str) -> tuple[str | None, dict[str, Any]] | bool:
+        """A typed line: the ``(text, kwargs)`` stream call to make, True to read the next line, False to stop."""
+        request = self.request(line)
+        if request is None:
+            return False
+        if isinstance(request, str):
+            if request:
+                out.print(Text(request, "yellow"), soft_wrap=True)
+            return True
         self.waiting = False
         if self.left is not None:
             self.left -= 1
+        out.print(Text("Assistant: ", "bold blue"), end="")
+        return request
+
+    def show(self, out: Console, chunk: Any) -> None:
+        if self.is_deep_agent and is_interrupt(chunk):
+            self.waiting = True
+        log_chunk(chunk, console=out)
+
+    def failed(self, out: Console, exc: AiUtilsError, kwargs: dict[str, Any]) -> None:
+        log_chunk({"kind": "error", "type": type(exc).__name__, "message": str(exc)}, console=out)
+        self.waiting = "decision" in kwargs  # a refused decision: the interrupt still waits
 
 
 def session(
@@ -257,23 +272,17 @@ def session(
             line = out.input(Text("You: ", "bold green"))
         except EOFError:
             break
-        request = loop.request(line)
-        if request is None:
+        turn = loop.turn(out, line)
+        if isinstance(turn, bool):
+            if turn:
+                continue
             break
-        if isinstance(request, str):
-            if request:
-                out.print(Text(request, "yellow"), soft_wrap=True)
-            continue
-        loop.start_round()
-        text, kwargs = request
-        out.print(Text("Assistant: ", "bold blue"), end="")
+        text, kwargs = turn
         try:
             for chunk in streamable.stream(text, **kwargs) if text is not None else streamable.stream(**kwargs):
-                loop.seen(chunk)
-                log_chunk(chunk, console=out)
+                loop.show(out, chunk)
         except AiUtilsError as exc:
-            log_chunk({"kind": "error", "type": type(exc).__name__, "message": str(exc)}, console=out)
-            loop.waiting = "decision" in kwargs
+            loop.failed(out, exc, kwargs)
         _printer(out).end()
 
 
@@ -286,15 +295,9 @@ async def asession(
     is_deep_agent: bool = False,
     console: Console | None = None,
 ) -> None:
-    """Async twin of ``session``: uses ``streamable.astream(...)``; input is read in a worker thread.
+    """Async twin of ``session``, with the same arguments: uses ``streamable.astream(...)``.
 
-    Args:
-        streamable: an ``Agent``/``DeepAgent`` or any object with ``.astream(input, *, thread_id, ...)``.
-        breakword: the line that ends the session.
-        id: the thread id; a timestamp by default.
-        number_of_messages: at most this many user/assistant rounds; unlimited by default.
-        is_deep_agent: show tool events and ask for decisions after interrupts.
-        console: the rich console to use; a default console otherwise.
+    ``streamable`` needs ``.astream(input, *, thread_id, ...)``; each line is read in a worker thread.
     """
     out = console or Console(highlight=False)
     loop = _Loop(breakword, id, number_of_messages, is_deep_agent)
@@ -303,22 +306,16 @@ async def asession(
             line = await anyio.to_thread.run_sync(out.input, Text("You: ", "bold green"))
         except EOFError:
             break
-        request = loop.request(line)
-        if request is None:
+        turn = loop.turn(out, line)
+        if isinstance(turn, bool):
+            if turn:
+                continue
             break
-        if isinstance(request, str):
-            if request:
-                out.print(Text(request, "yellow"), soft_wrap=True)
-            continue
-        loop.start_round()
-        text, kwargs = request
-        out.print(Text("Assistant: ", "bold blue"), end="")
+        text, kwargs = turn
         try:
             stream = streamable.astream(text, **kwargs) if text is not None else streamable.astream(**kwargs)
             async for chunk in stream:
-                loop.seen(chunk)
-                log_chunk(chunk, console=out)
+                loop.show(out, chunk)
         except AiUtilsError as exc:
-            log_chunk({"kind": "error", "type": type(exc).__name__, "message": str(exc)}, console=out)
-            loop.waiting = "decision" in kwargs
+            loop.failed(out, exc, kwargs)
         _printer(out).end()
