@@ -11,17 +11,18 @@ import inspect
 import logging
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from ai_utils.gateway.audit import AuditEntry, AuditSink
 from ai_utils.gateway.errors import AuditWriteError
 from ai_utils.gateway.events import GatewayEvent
 
-__all__ = ["AuditMode", "CallRecorder"]
+__all__ = ["AuditMode", "CallRecorder", "OnRecorder"]
 
 logger = logging.getLogger("ai_utils.gateway")
 
 AuditMode = Literal["best-effort", "required"]
+T = TypeVar("T")
 
 
 def _default_audit_error(error: BaseException, entry: AuditEntry) -> None:
@@ -122,3 +123,23 @@ class CallRecorder:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             logger.error("on_event failed", exc_info=task.exception())
+
+
+class OnRecorder(Generic[T]):
+    """An attribute of an owner with a ``_recorder`` (the `Gateway`) that lives on that `CallRecorder`."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, owner: None, kind: type) -> OnRecorder[T]: ...
+    @overload
+    def __get__(self, owner: object, kind: type | None = None) -> T: ...
+    def __get__(self, owner: object, kind: type | None = None) -> T | OnRecorder[T]:
+        if owner is None:
+            return self
+        value: T = getattr(owner._recorder, self.name)  # type: ignore[attr-defined]
+        return value
+
+    def __set__(self, owner: Any, value: T) -> None:
+        setattr(owner._recorder, self.name, value)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from uuid import uuid4
 
 from ai_utils.exceptions import UserError
-from ai_utils.gateway._recorder import AuditMode, CallRecorder
+from ai_utils.gateway._recorder import AuditMode, CallRecorder, OnRecorder
 from ai_utils.gateway.actor import Actor, to_actor
 from ai_utils.gateway.audit import AuditEntry, AuditSink, NoopAuditSink
 from ai_utils.gateway.callbacks import GatewayCallbackHandler
@@ -61,6 +61,13 @@ class Gateway:
         UserError: duplicate features or an unknown ``audit_mode``.
     """
 
+    # Kept on the recorder the handlers write through, so a change reaches handlers already handed out.
+    audit: OnRecorder[AuditSink] = OnRecorder()
+    audit_mode: OnRecorder[AuditMode] = OnRecorder()
+    on_event: OnRecorder[Callable[[GatewayEvent], Any] | None] = OnRecorder()
+    on_audit_error: OnRecorder[Callable[[BaseException, AuditEntry], Any]] = OnRecorder()
+    now: OnRecorder[Callable[[], datetime]] = OnRecorder()
+
     def __init__(
         self,
         *,
@@ -96,51 +103,6 @@ class Gateway:
             on_audit_error=on_audit_error,
             now=now or (lambda: datetime.now(UTC)),
         )
-
-    @property
-    def audit(self) -> AuditSink:
-        """The audit sink."""
-        return self._recorder.audit
-
-    @audit.setter
-    def audit(self, sink: AuditSink) -> None:
-        self._recorder.audit = sink
-
-    @property
-    def audit_mode(self) -> AuditMode:
-        """``"best-effort"`` or ``"required"``."""
-        return self._recorder.audit_mode
-
-    @audit_mode.setter
-    def audit_mode(self, mode: AuditMode) -> None:
-        self._recorder.audit_mode = mode
-
-    @property
-    def on_event(self) -> Callable[[GatewayEvent], Any] | None:
-        """The event hook."""
-        return self._recorder.on_event
-
-    @on_event.setter
-    def on_event(self, hook: Callable[[GatewayEvent], Any] | None) -> None:
-        self._recorder.on_event = hook
-
-    @property
-    def on_audit_error(self) -> Callable[[BaseException, AuditEntry], Any]:
-        """The hook for a failed audit write."""
-        return self._recorder.on_audit_error
-
-    @on_audit_error.setter
-    def on_audit_error(self, hook: Callable[[BaseException, AuditEntry], Any]) -> None:
-        self._recorder.on_audit_error = hook
-
-    @property
-    def now(self) -> Callable[[], datetime]:
-        """The clock for ``created_at``."""
-        return self._recorder.now
-
-    @now.setter
-    def now(self, clock: Callable[[], datetime]) -> None:
-        self._recorder.now = clock
 
     def route(self, feature: str) -> Route:
         """Return the route of a feature.
@@ -277,18 +239,7 @@ class Gateway:
         metadata: Mapping[str, Any] | None = None,
         tools: Sequence[Any] = (),
     ) -> GatewayResponse:
-        """Async `complete`.
-
-        Args:
-            feature: the feature.
-            messages: a string, LangChain messages or ``{"role", "content"}`` dicts.
-            actor: the actor.
-            metadata: recorded on the audit row and events.
-            tools: tools to offer.
-
-        Returns:
-            The `GatewayResponse`.
-        """
+        """Async `complete`, with the same arguments, result and errors."""
         runnable, handler, route, config = self._prepare(feature, actor, metadata, tools)
         message = await runnable.ainvoke(messages, config=config)  # type: ignore[arg-type]
         return response_from(message, str(config["run_id"]), route.model, route.provider, handler.last_decisions)
@@ -304,12 +255,7 @@ class Gateway:
     ) -> GatewayStream:
         """Stream one governed call as the seed's chunks; audited once at the end with the assembled text.
 
-        Args:
-            feature: the feature.
-            messages: a string, LangChain messages or ``{"role", "content"}`` dicts.
-            actor: the actor.
-            metadata: recorded on the audit row and events.
-            tools: tools to offer.
+        The arguments are `complete`'s.
 
         Returns:
             A `GatewayStream` (``request_id`` known up front); iterate it with ``for``.
@@ -327,18 +273,7 @@ class Gateway:
         metadata: Mapping[str, Any] | None = None,
         tools: Sequence[Any] = (),
     ) -> GatewayStream:
-        """Async `stream`: iterate the result with ``async for``.
-
-        Args:
-            feature: the feature.
-            messages: a string, LangChain messages or ``{"role", "content"}`` dicts.
-            actor: the actor.
-            metadata: recorded on the audit row and events.
-            tools: tools to offer.
-
-        Returns:
-            A `GatewayStream`.
-        """
+        """Async `stream`, with the same arguments: iterate the `GatewayStream` with ``async for``."""
         runnable, _, route, config = self._prepare(feature, actor, metadata, tools)
         chunks = atranslate(runnable.astream(messages, config=config))  # type: ignore[arg-type]
         return GatewayStream(str(config["run_id"]), route.model, route.provider, chunks)
