@@ -12,17 +12,18 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, LLMResult
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import LLMResult
 
 from ai_utils._json import RawJSON
+from ai_utils.gateway._calls import invoked_model, message_view, read_result, tool_names
+from ai_utils.gateway._tap import POLICY_TAP, PolicyTap
 from ai_utils.gateway.actor import Actor
 from ai_utils.gateway.audit import AuditEntry, AuditStatus
 from ai_utils.gateway.errors import GatewayError, classify_llm_error
@@ -41,27 +42,6 @@ __all__ = ["POLICY_TAP", "GatewayCallbackHandler", "PolicyTap"]
 _INTERNAL_PREFIXES = ("ls_", "lc_", "langgraph_", "checkpoint_", "__")
 
 
-class PolicyTap(Protocol):
-    """A policy engine outside the gateway (e.g. guardrails middleware) reporting on the model call it wraps.
-
-    The engine sets `POLICY_TAP` around the call; the handler of that call puts the engine's decisions into the
-    call's audit row (``policy_decisions``, after the gateway's own) and audits the answer as the engine shows it.
-    Decisions never carry the content they acted on.
-    """
-
-    def before_call(self) -> list[dict[str, Any]]:
-        """Decisions taken on the way to this call (input, context, tool results)."""
-        ...
-
-    def after_call(self, text: str) -> tuple[str, list[dict[str, Any]]]:
-        """The answer ``text`` as the engine lets the client see it, and the decisions taken on it."""
-        ...
-
-
-POLICY_TAP: ContextVar[PolicyTap | None] = ContextVar("ai_utils_policy_tap", default=None)
-"""The `PolicyTap` of the model call running in this context, if a policy engine wraps it."""
-
-
 @dataclass(slots=True)
 class _Pending:
     request_id: str
@@ -76,34 +56,6 @@ class _Pending:
     tap: PolicyTap | None = None
     # The concrete model the call was sent to (its invocation params), e.g. the fallback that answered.
     model: str | None = None
-
-
-def _invoked_model(invocation_params: Any) -> str | None:
-    if not isinstance(invocation_params, Mapping):
-        return None
-    model = invocation_params.get("model") or invocation_params.get("model_name")
-    return model if isinstance(model, str) and model else None
-
-
-def _tool_names(invocation_params: Any) -> list[str]:
-    if not isinstance(invocation_params, Mapping):
-        return []
-    names: list[str] = []
-    for tool in invocation_params.get("tools") or ():
-        if isinstance(tool, Mapping):
-            function = tool.get("function")
-            name = function.get("name") if isinstance(function, Mapping) else None
-            name = name or tool.get("name") or tool.get("type")
-            if name:
-                names.append(str(name))
-    return names
-
-
-def _message_view(message: BaseMessage) -> dict[str, Any]:
-    view: dict[str, Any] = {"role": message.type, "content": message.content}
-    if isinstance(message, AIMessage) and message.tool_calls:
-        view["tool_calls"] = [{"name": c["name"], "args": c["args"]} for c in message.tool_calls]
-    return view
 
 
 class GatewayCallbackHandler(BaseCallbackHandler):
@@ -191,9 +143,9 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             metadata: run metadata.
             **kwargs: ``invocation_params`` (with the bound tools) and more.
         """
-        views = [_message_view(m) for batch in messages for m in batch]
+        views = [message_view(m) for batch in messages for m in batch]
         params = kwargs.get("invocation_params")
-        self._start(run_id, parent_run_id, views, _tool_names(params), metadata, _invoked_model(params))
+        self._start(run_id, parent_run_id, views, tool_names(params), metadata, invoked_model(params))
 
     def on_llm_start(
         self,
@@ -218,7 +170,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             **kwargs: ``invocation_params`` and more.
         """
         views = [{"role": "human", "content": p} for p in prompts]
-        self._start(run_id, parent_run_id, views, _tool_names(kwargs.get("invocation_params")), metadata)
+        self._start(run_id, parent_run_id, views, tool_names(kwargs.get("invocation_params")), metadata)
 
     def on_llm_end(
         self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
@@ -234,7 +186,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         pending = self._pending.pop(run_id, None)
         if pending is None:
             return
-        text, tools_used, usage = self._read_result(response, pending.request_id)
+        text, tools_used, usage = read_result(response, pending.request_id)
         if pending.tap is not None:
             text, tapped = pending.tap.after_call(text)
             pending.decisions.extend(tapped)
@@ -353,29 +305,6 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         except GatewayError:
             pass  # on_audit_error has the row; the denial is what the caller must see.
         raise GatewayError(reason, decisions)
-
-    def _read_result(self, response: LLMResult, request_id: str) -> tuple[str, list[str], dict[str, Any] | None]:
-        texts: list[str] = []
-        tools_used: list[str] = []
-        usage: dict[str, Any] | None = None
-        for batch in response.generations:
-            for generation in batch:
-                if isinstance(generation, ChatGeneration):
-                    message = generation.message
-                    content = message.content  # `.text` would walk content blocks even for plain text
-                    texts.append(content if isinstance(content, str) else message.text)
-                    message.response_metadata.setdefault("gateway_request_id", request_id)
-                    if isinstance(message, AIMessage):
-                        tools_used.extend(call["name"] for call in message.tool_calls)
-                        if message.usage_metadata:
-                            usage = dict(message.usage_metadata)
-                else:
-                    texts.append(generation.text)
-        if usage is None and response.llm_output:
-            token_usage = response.llm_output.get("token_usage")
-            if isinstance(token_usage, Mapping):
-                usage = dict(token_usage)
-        return "".join(texts), tools_used, usage
 
     def _entry(
         self,

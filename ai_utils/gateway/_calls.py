@@ -1,0 +1,67 @@
+"""A LangChain model call as the audit sees it: message views, offered tools, the invoked model, the result."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, LLMResult
+
+__all__ = ["invoked_model", "message_view", "read_result", "tool_names"]
+
+
+def invoked_model(invocation_params: Any) -> str | None:
+    """The model a call was sent to, from its invocation params (e.g. the fallback that answered)."""
+    if not isinstance(invocation_params, Mapping):
+        return None
+    model = invocation_params.get("model") or invocation_params.get("model_name")
+    return model if isinstance(model, str) and model else None
+
+
+def tool_names(invocation_params: Any) -> list[str]:
+    """Names of the tools a call offers, from its invocation params."""
+    if not isinstance(invocation_params, Mapping):
+        return []
+    names: list[str] = []
+    for tool in invocation_params.get("tools") or ():
+        if isinstance(tool, Mapping):
+            function = tool.get("function")
+            name = function.get("name") if isinstance(function, Mapping) else None
+            name = name or tool.get("name") or tool.get("type")
+            if name:
+                names.append(str(name))
+    return names
+
+
+def message_view(message: BaseMessage) -> dict[str, Any]:
+    """A message as the audit hashes and summarizes it: role, content and tool calls."""
+    view: dict[str, Any] = {"role": message.type, "content": message.content}
+    if isinstance(message, AIMessage) and message.tool_calls:
+        view["tool_calls"] = [{"name": c["name"], "args": c["args"]} for c in message.tool_calls]
+    return view
+
+
+def read_result(response: LLMResult, request_id: str) -> tuple[str, list[str], dict[str, Any] | None]:
+    """The answer text, the tools the model called and the token usage; tags each message with ``request_id``."""
+    texts: list[str] = []
+    tools_used: list[str] = []
+    usage: dict[str, Any] | None = None
+    for batch in response.generations:
+        for generation in batch:
+            if isinstance(generation, ChatGeneration):
+                message = generation.message
+                content = message.content  # `.text` would walk content blocks even for plain text
+                texts.append(content if isinstance(content, str) else message.text)
+                message.response_metadata.setdefault("gateway_request_id", request_id)
+                if isinstance(message, AIMessage):
+                    tools_used.extend(call["name"] for call in message.tool_calls)
+                    if message.usage_metadata:
+                        usage = dict(message.usage_metadata)
+            else:
+                texts.append(generation.text)
+    if usage is None and response.llm_output:
+        token_usage = response.llm_output.get("token_usage")
+        if isinstance(token_usage, Mapping):
+            usage = dict(token_usage)
+    return "".join(texts), tools_used, usage
