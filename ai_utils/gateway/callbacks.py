@@ -147,30 +147,11 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         params = kwargs.get("invocation_params")
         self._start(run_id, parent_run_id, views, tool_names(params), metadata, invoked_model(params))
 
-    def on_llm_start(
-        self,
-        serialized: dict[str, Any],
-        prompts: list[str],
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        """Same as `on_chat_model_start`, for completion (non-chat) models.
-
-        Args:
-            serialized: the model's serialized form.
-            prompts: the prompts.
-            run_id: the LangChain run id, used as the request id.
-            parent_run_id: the enclosing run.
-            tags: run tags.
-            metadata: run metadata.
-            **kwargs: ``invocation_params`` and more.
-        """
+    def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], *, run_id: UUID, **kwargs: Any) -> None:
+        """Same as `on_chat_model_start`, for completion (non-chat) models: each prompt text is a human message."""
         views = [{"role": "human", "content": p} for p in prompts]
-        self._start(run_id, parent_run_id, views, tool_names(kwargs.get("invocation_params")), metadata)
+        tools = tool_names(kwargs.get("invocation_params"))
+        self._start(run_id, kwargs.get("parent_run_id"), views, tools, kwargs.get("metadata"))
 
     def on_llm_end(
         self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
