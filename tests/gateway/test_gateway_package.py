@@ -43,3 +43,28 @@ async def test_a_failing_async_on_event_hook_is_logged(caplog: pytest.LogCapture
     assert (await gateway.llm("s").ainvoke("hi")).content == "ok"
     await asyncio.sleep(0.01)
     assert "telemetry down" in caplog.text
+
+
+def test_gateway_modules_import_each_other_without_a_circle() -> None:
+    import ast
+    from graphlib import CycleError, TopologicalSorter
+    from pathlib import Path
+
+    root = Path(gateway_pkg.__file__).parent
+    names = {
+        ".".join(("ai_utils", "gateway", *path.relative_to(root).with_suffix("").parts)).removesuffix(".__init__"): path
+        for path in root.rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        # Every import counts, also those under TYPE_CHECKING and inside functions.
+        imported = {
+            node.module
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module in names
+        }
+        graph[name] = imported - {name, "ai_utils.gateway"}
+    try:
+        TopologicalSorter(graph).prepare()
+    except CycleError as error:
+        raise AssertionError(f"import circle: {error.args[1]}") from None
