@@ -21,6 +21,7 @@ from langgraph.types import Interrupt as GraphInterrupt
 from pydantic import BaseModel
 
 from ai_utils._utils import iterate_sync, run_sync
+from ai_utils.agents._locks import RunLock, thread_lock
 from ai_utils.agents._runner import (
     Decisions,
     Interrupt,
@@ -50,6 +51,17 @@ def _unique(interrupts: Sequence[GraphInterrupt]) -> list[GraphInterrupt]:
     for item in interrupts:
         seen.setdefault(item.id, item)
     return list(seen.values())
+
+
+def _held(lock: RunLock, chunks: Iterator[StreamChunk]) -> Iterator[StreamChunk]:
+    """``chunks`` with ``lock`` held from the first chunk until the run ends or the consumer stops."""
+    with lock.hold():
+        try:
+            yield from chunks
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
 
 
 class GraphRunner:
@@ -123,6 +135,13 @@ class GraphRunner:
                 graph = self._check_gated(self._build([*self._tools, *scope.routed_tools()]))
                 self._mcp_graph = (scope.signature, graph)
             yield graph, scope.bind(config)
+
+    def _run_lock(self, config: RunnableConfig) -> RunLock | None:
+        """The lock that serialises runs on this thread in this process (``None`` without a checkpointer)."""
+        thread_id = (config.get("configurable") or {}).get("thread_id")
+        if self.checkpointer is None or not isinstance(thread_id, str):
+            return None
+        return thread_lock(self.checkpointer, thread_id)
 
     # --- pending -------------------------------------------------------------------------------------------
 
@@ -209,10 +228,12 @@ class GraphRunner:
                 what=f"{self._owner}.invoke with MCP servers",
             )
         config = self._config(thread_id, callbacks)
-        graph_input = (
-            start_input(input) if input is not None else resume_input(self._graph, config, decision, decisions)
-        )
-        output = self._graph.invoke(graph_input, config, context=context, durability=self._durability, version="v2")
+        lock = self._run_lock(config)
+        with lock.hold() if lock is not None else contextlib.nullcontext():
+            graph_input = (
+                start_input(input) if input is not None else resume_input(self._graph, config, decision, decisions)
+            )
+            output = self._graph.invoke(graph_input, config, context=context, durability=self._durability, version="v2")
         return final_result(output, structured=self.output is not None)
 
     async def _ainvoke(
@@ -225,7 +246,11 @@ class GraphRunner:
         callbacks: Sequence[BaseCallbackHandler],
     ) -> RunResult:
         self._check(input, thread_id, decision, decisions)
-        async with self._run_graph(self._config(thread_id, callbacks)) as (graph, config):
+        lock = self._run_lock(self._config(thread_id, callbacks))
+        async with (
+            lock.ahold() if lock is not None else contextlib.nullcontext(),
+            self._run_graph(self._config(thread_id, callbacks)) as (graph, config),
+        ):
             if input is None:
                 graph_input: Any = await aresume_input(graph, config, decision, decisions)
             else:
@@ -255,7 +280,9 @@ class GraphRunner:
         graph_input = (
             start_input(input) if input is not None else resume_input(self._graph, config, decision, decisions)
         )
-        return stream_run(self._graph, graph_input, config, adapter, context=context, durability=self._durability)
+        chunks = stream_run(self._graph, graph_input, config, adapter, context=context, durability=self._durability)
+        lock = self._run_lock(config)
+        return chunks if lock is None else _held(lock, chunks)
 
     def _astream(
         self,
@@ -279,7 +306,11 @@ class GraphRunner:
         decisions: Decisions | None,
         adapter: ChunkAdapter,
     ) -> AsyncIterator[StreamChunk]:
-        async with self._run_graph(config) as (graph, config):
+        lock = self._run_lock(config)
+        async with (
+            lock.ahold() if lock is not None else contextlib.nullcontext(),
+            self._run_graph(config) as (graph, config),
+        ):
             if input is None:
                 graph_input: Any = await aresume_input(graph, config, decision, decisions)
             else:

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from ai_utils.agents._base import Graph, GraphRunner
 from ai_utils.agents._hitl import hitl_middleware
 from ai_utils.agents._hooks import AfterToolCall, BeforeToolCall, OnProviderError, ShouldBreakEarly, ToolLoopHooks
+from ai_utils.agents._repair import ThreadRepair
 from ai_utils.agents._runner import (
     Decisions,
     RunResult,
@@ -131,7 +132,8 @@ class Agent(GraphRunner):
         self._servers = normalize_mcp_servers(mcp_server)
         if self._servers:
             import ai_utils.tools.mcp  # noqa: F401  # fail now, not mid-run, when the `mcp` extra is missing
-        stack = list(middleware)
+        # The repair step goes first: no other hook (nor the model) sees an unanswered tool call.
+        stack = [ThreadRepair(), *middleware]
         hook_fns = (before_tool_call, after_tool_call, should_break_early, on_provider_error)
         if max_iterations is not None or any(fn is not None for fn in hook_fns):
             stack.append(

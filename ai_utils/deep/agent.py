@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from ai_utils.agents._base import Graph, GraphRunner
 from ai_utils.agents._hitl import to_interrupt_on
+from ai_utils.agents._repair import REPAIR_NAME, ThreadRepair
 from ai_utils.agents._runner import Decisions, RunResult
 from ai_utils.client import Decision
 from ai_utils.deep._deepagents import create_deep_agent, supports_execution
@@ -52,7 +53,11 @@ def _chat_model(llm: Any) -> Any:
 
 def _subagent(spec: Any) -> Any:
     if isinstance(spec, Mapping) and isinstance(spec.get("model"), str):
-        return {**spec, "model": _chat_model(spec["model"])}
+        spec = {**spec, "model": _chat_model(spec["model"])}
+    if isinstance(spec, Mapping) and "runnable" not in spec and "graph_id" not in spec:
+        # A declared subagent: our repair step takes deepagents' slot there too (merged by name).
+        own = [m for m in spec.get("middleware", ()) if getattr(m, "name", None) != REPAIR_NAME]
+        spec = {**spec, "middleware": [*own, ThreadRepair()]}
     return spec
 
 
@@ -215,7 +220,8 @@ class DeepAgent(GraphRunner):
             model=self.llm,
             tools=list(tools),
             system_prompt=self.system_prompt,
-            middleware=[TodoListMiddleware(), *self.middleware],
+            # ThreadRepair has the name of deepagents' PatchToolCallsMiddleware, so it takes that slot.
+            middleware=[TodoListMiddleware(), ThreadRepair(), *self.middleware],
             subagents=self.subagents,
             skills=self.skills,
             memory=self.agents_md,

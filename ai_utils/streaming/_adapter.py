@@ -28,7 +28,10 @@ from langgraph.types import Interrupt
 from ai_utils.client import StreamChunk, SubagentEvent, ToolEvent
 from ai_utils.streaming._interrupts import interrupt_chunk
 
-__all__ = ["ChunkAdapter", "aadapt", "adapt", "stream_kwargs"]
+__all__ = ["REPAIR_KEY", "ChunkAdapter", "aadapt", "adapt", "stream_kwargs"]
+
+REPAIR_KEY = "ai_utils_repair"
+"""``ToolMessage.response_metadata`` key of a result written by the thread-repair step (`ai_utils.agents._repair`)."""
 
 
 def stream_kwargs() -> dict[str, Any]:
@@ -148,9 +151,10 @@ class ChunkAdapter:
                 out.append(text)
             return out
         if (
-            self.show_tool_calls
-            and not ns
+            not ns
             and isinstance(message, ToolMessage)
+            # A call the repair step answered (e.g. an approval superseded by a new message) is always reported.
+            and (self.show_tool_calls or REPAIR_KEY in message.response_metadata)
             and message.tool_call_id not in self._ended
         ):
             self._ended.add(message.tool_call_id)
