@@ -57,6 +57,7 @@ _LAZY: dict[str, str] = {
     "MemoryAuditSink": "ai_utils.testing",
     "MemorySaver": "ai_utils.memory",
     "MemoryVectorStore": "ai_utils.rag",
+    "MessageIdInUseError": "ai_utils.exceptions",
     "ModelOutputError": "ai_utils.exceptions",
     "NoopAuditSink": "ai_utils.gateway",
     "NoopFeedbackSink": "ai_utils.gateway",
@@ -66,6 +67,9 @@ _LAZY: dict[str, str] = {
     "Questions": "ai_utils.jev",
     "Route": "ai_utils.gateway",
     "ScoreAnswer": "ai_utils.jev",
+    "Session": "ai_utils.sessions",
+    "SessionFencedError": "ai_utils.exceptions",
+    "SessionStore": "ai_utils.sessions",
     "SmartCheckpointSaver": "ai_utils.memory",
     "SqliteAuditSink": "ai_utils.gateway",
     "SqliteFeedbackSink": "ai_utils.gateway",
@@ -77,6 +81,8 @@ _LAZY: dict[str, str] = {
     "SupabaseVectorStoreError": "ai_utils.rag",
     "TavilySearch": "ai_utils.tools.tavily",
     "ToolRegistry": "ai_utils.tools",
+    "Turn": "ai_utils.sessions",
+    "TurnResult": "ai_utils.sessions",
     "UserError": "ai_utils.exceptions",
     "achat_summarizer": "ai_utils.memory",
     "aclassify": "ai_utils.jev",
@@ -108,6 +114,7 @@ _LAZY: dict[str, str] = {
     "define_action": "ai_utils.gateway",
     "deny_read": "ai_utils.deep",
     "deny_write": "ai_utils.deep",
+    "durable_tool": "ai_utils.tools.durable",
     "extract": "ai_utils.magic",
     "feature_registered": "ai_utils.gateway",
     "format_checkpoint_messages_for_llm": "ai_utils.memory",
@@ -118,9 +125,11 @@ _LAZY: dict[str, str] = {
     "hash_canonical": "ai_utils.gateway",
     "load_faiss_store": "ai_utils.rag",
     "log_chunk": "ai_utils.streaming",
+    "memory_sessions": "ai_utils.sessions",
     "noul": "ai_utils.jev",
     "parse_assistant_directives": "ai_utils.gateway",
     "postgres_saver": "ai_utils.memory",
+    "postgres_sessions": "ai_utils.sessions",
     "render_context_blocks": "ai_utils.gateway",
     "require_actor": "ai_utils.gateway",
     "rewrite": "ai_utils.magic",
@@ -129,6 +138,7 @@ _LAZY: dict[str, str] = {
     "sequence_model": "ai_utils.testing",
     "session": "ai_utils.streaming",
     "sqlite_saver": "ai_utils.memory",
+    "sqlite_sessions": "ai_utils.sessions",
     "static_model": "ai_utils.testing",
     "structure": "ai_utils.magic",
     "summarize": "ai_utils.magic",
@@ -156,7 +166,14 @@ if TYPE_CHECKING:
         deny_write,
         workspace_permissions,
     )
-    from ai_utils.exceptions import AiUtilsError, ModelOutputError, ProviderError, UserError
+    from ai_utils.exceptions import (
+        AiUtilsError,
+        MessageIdInUseError,
+        ModelOutputError,
+        ProviderError,
+        SessionFencedError,
+        UserError,
+    )
     from ai_utils.gateway import (
         DEFAULT_POLICY,
         ActionRegistry,
@@ -248,6 +265,15 @@ if TYPE_CHECKING:
         load_faiss_store,
         turn_to_docs,
     )
+    from ai_utils.sessions import (
+        Session,
+        SessionStore,
+        Turn,
+        TurnResult,
+        memory_sessions,
+        postgres_sessions,
+        sqlite_sessions,
+    )
     from ai_utils.streaming import StreamResponse, asession, log_chunk, session
     from ai_utils.testing import (
         FakeChatModel,
@@ -258,6 +284,7 @@ if TYPE_CHECKING:
         static_model,
     )
     from ai_utils.tools import MCPConnectionError, MCPServer, ToolRegistry
+    from ai_utils.tools.durable import durable_tool
     from ai_utils.tools.tavily import TavilySearch, tavily_search_tool
 
 __all__ = [
@@ -305,6 +332,7 @@ __all__ = [
     "MemoryAuditSink",
     "MemorySaver",
     "MemoryVectorStore",
+    "MessageIdInUseError",
     "ModelOutputError",
     "NoopAuditSink",
     "NoopFeedbackSink",
@@ -314,6 +342,9 @@ __all__ = [
     "Questions",
     "Route",
     "ScoreAnswer",
+    "Session",
+    "SessionFencedError",
+    "SessionStore",
     "SmartCheckpointSaver",
     "SqliteAuditSink",
     "SqliteFeedbackSink",
@@ -325,6 +356,8 @@ __all__ = [
     "SupabaseVectorStoreError",
     "TavilySearch",
     "ToolRegistry",
+    "Turn",
+    "TurnResult",
     "UserError",
     "__version__",
     "achat_summarizer",
@@ -357,6 +390,7 @@ __all__ = [
     "define_action",
     "deny_read",
     "deny_write",
+    "durable_tool",
     "extract",
     "feature_registered",
     "format_checkpoint_messages_for_llm",
@@ -367,9 +401,11 @@ __all__ = [
     "hash_canonical",
     "load_faiss_store",
     "log_chunk",
+    "memory_sessions",
     "noul",
     "parse_assistant_directives",
     "postgres_saver",
+    "postgres_sessions",
     "render_context_blocks",
     "require_actor",
     "rewrite",
@@ -378,6 +414,7 @@ __all__ = [
     "sequence_model",
     "session",
     "sqlite_saver",
+    "sqlite_sessions",
     "static_model",
     "structure",
     "summarize",

@@ -14,6 +14,8 @@ AiUtilsError(Exception)              # root: `except ai_utils.AiUtilsError` catc
 ├── GatewayError                     # ai_utils.gateway: policy denial (.decisions), unknown feature
 │   └── AuditWriteError              #   audit_mode="required" and the sink failed
 ├── FeedbackValidationError          # ai_utils.gateway (also ValueError)
+├── SessionFencedError               # ai_utils.sessions: this process lost the session's lease; .session_id
+├── MessageIdInUseError (UserError)  # ai_utils.sessions: a message id names another input; .code
 ├── MCPConnectionError               # ai_utils.tools: a server could not be reached or died; .server
 ├── SupabaseCheckpointError          # ai_utils.memory.supabase; .code
 └── SupabaseVectorStoreError         # ai_utils.rag.supabase; .code, .written_ids
@@ -27,7 +29,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["AiUtilsError", "ModelOutputError", "ProviderError", "UserError"]
+__all__ = [
+    "AiUtilsError",
+    "MessageIdInUseError",
+    "ModelOutputError",
+    "ProviderError",
+    "SessionFencedError",
+    "UserError",
+]
 
 
 class AiUtilsError(Exception):
@@ -78,3 +87,46 @@ class ProviderError(AiUtilsError):
 
 def _rebuild_provider_error(message: str, provider: str) -> ProviderError:
     return ProviderError(message, provider=provider)
+
+
+class SessionFencedError(AiUtilsError):
+    """Another process took over this durable session's lease; this process's write was refused.
+
+    Nothing the replaced process tried to write after the takeover is visible to readers.
+
+    Attributes:
+        session_id: the session.
+    """
+
+    def __init__(self, message: str, *, session_id: str) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_fenced, (str(self), self.session_id))
+
+
+def _rebuild_fenced(message: str, session_id: str) -> SessionFencedError:
+    return SessionFencedError(message, session_id=session_id)
+
+
+class MessageIdInUseError(UserError):
+    """A ``message_id`` already names another input of the session (a prompt's id reused by a steer, ...).
+
+    Attributes:
+        code: always ``"MESSAGE_ID_IN_USE"``.
+        message_id: the id.
+    """
+
+    code = "MESSAGE_ID_IN_USE"
+
+    def __init__(self, message: str, *, message_id: str) -> None:
+        super().__init__(message)
+        self.message_id = message_id
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_in_use, (str(self), self.message_id))
+
+
+def _rebuild_in_use(message: str, message_id: str) -> MessageIdInUseError:
+    return MessageIdInUseError(message, message_id=message_id)

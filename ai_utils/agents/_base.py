@@ -143,6 +143,28 @@ class GraphRunner:
             return None
         return thread_lock(self.checkpointer, thread_id)
 
+    # --- durable sessions (SPEC §14; the wrapper was created with ``sessions=``) -----------------------------
+
+    def session(self, session_id: str | None = None, *, context: Any = None) -> Any:
+        """Open a durable session (a new id when ``None``); ``context`` reaches its tools and is never stored.
+
+        Raises:
+            UserError: the agent has no ``sessions=``, a bad id, or a session of an agent with another name.
+        """
+        from ai_utils.sessions._attach import open_session
+
+        return open_session(self, session_id, context)
+
+    def recover(self) -> int:
+        """Continue every session of this agent whose worker stopped mid-turn; returns how many."""
+        from ai_utils.sessions._attach import recover
+
+        return recover(self)
+
+    async def arecover(self) -> int:
+        """Async twin of `recover`."""
+        return self.recover()
+
     # --- pending -------------------------------------------------------------------------------------------
 
     def _pending_config(self, thread_id: str) -> RunnableConfig:

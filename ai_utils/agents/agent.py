@@ -73,6 +73,10 @@ class Agent(GraphRunner):
             middleware read via their runtime; ``context`` itself is never stored in checkpoints.
         durability: when checkpoints are written: ``"sync"`` (default: each step is stored before the next
             starts, so a crash loses nothing), ``"async"`` or ``"exit"`` (LangGraph's modes).
+        sessions: a durable session store (``sqlite_sessions(path)``, ``postgres_sessions(...)``,
+            ``memory_sessions()``; SPEC §14): ``agent.session()`` then gives conversations whose turns outlive
+            the process. It brings its own checkpointer; every tool must declare ``idempotent``
+            (`durable_tool`). Sessions belong to the agent's ``name`` (``"default"`` without one).
 
     Raises:
         UserError: for duplicate tool names, approval without a checkpointer, a bad ``output`` or MCP config.
@@ -100,6 +104,7 @@ class Agent(GraphRunner):
         context_schema: type[Any] | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
         actions: ActionRegistry | None = None,
+        sessions: Any = None,
     ) -> None:
         if actions is not None and output is not None:
             raise UserError(
@@ -107,6 +112,19 @@ class Agent(GraphRunner):
             )
         if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
             raise UserError(f"`output` must be a pydantic model class, got {output!r}.")
+        self.sessions = sessions
+        session_middleware: list[Any] = []
+        if sessions is not None:
+            from ai_utils.sessions._attach import attach
+
+            checkpointer, session_mw = attach(
+                "Agent",
+                sessions,
+                tools=normalize_tools(tools),
+                servers=normalize_mcp_servers(mcp_server),
+                checkpointer=checkpointer,
+            )
+            session_middleware.append(session_mw)
         if interrupt_on and checkpointer is None:
             raise UserError(
                 "`interrupt_on` pauses runs for approval, which needs a checkpointer to resume from. "
@@ -147,6 +165,7 @@ class Agent(GraphRunner):
             )
         if interrupt_on:
             stack.append(hitl_middleware(interrupt_on))
+        stack.extend(session_middleware)  # innermost: a call is journaled right before it runs
         self._middleware = stack
         # Without MCP the graph is compiled once; with MCP servers the first run builds it with their tools.
         self._gated = tuple(interrupt_on or ())

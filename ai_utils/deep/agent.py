@@ -102,6 +102,7 @@ class DeepAgent(GraphRunner):
         mcp_server: one or more `MCPServer`s, as for `Agent`.
         describe: what the agent is for (metadata only; not sent to the model).
         callbacks: LangChain callback handlers for every run; ``invoke``/``stream`` take more per call.
+        sessions: a durable session store, as for `Agent` (SPEC §14); it replaces ``checkpointer``.
 
     Raises:
         UserError: approval without a checkpointer, a backend class or factory instead of an instance, a bad
@@ -131,6 +132,7 @@ class DeepAgent(GraphRunner):
         mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None = None,
         describe: str | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
+        sessions: Any = None,
     ) -> None:
         if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
             raise UserError(f"`output` must be a pydantic model class, got {output!r}.")
@@ -139,6 +141,20 @@ class DeepAgent(GraphRunner):
                 f"`backend` must be a backend instance, got {backend!r}. "
                 "Call the factory, e.g. `backend=create_state_backend()`."
             )
+        self.sessions = sessions
+        self._session_middleware: list[Any] = []
+        if sessions is not None:
+            from ai_utils.sessions._attach import attach
+
+            checkpointer, session_mw = attach(
+                "DeepAgent",
+                sessions,
+                tools=normalize_tools(tools),
+                servers=normalize_mcp_servers(mcp_server),
+                checkpointer=checkpointer,
+                deep=True,
+            )
+            self._session_middleware.append(session_mw)
         self.checkpointer = _checkpointer(checkpointer)
         if interrupt_on and self.checkpointer is None:
             raise UserError(
@@ -203,6 +219,10 @@ class DeepAgent(GraphRunner):
             UserError: when a tool of that name exists already.
         """
         tools = [*self._tools, *normalize_tools([tool])]
+        if self.sessions is not None:
+            from ai_utils.sessions._attach import attach
+
+            attach("DeepAgent", self.sessions, tools=tools, servers=(), checkpointer=None, deep=True)
         check_unique(t.name for t in tools)
         self._tools = tools
         self._rebuild()
@@ -221,7 +241,7 @@ class DeepAgent(GraphRunner):
             tools=list(tools),
             system_prompt=self.system_prompt,
             # ThreadRepair has the name of deepagents' PatchToolCallsMiddleware, so it takes that slot.
-            middleware=[TodoListMiddleware(), ThreadRepair(), *self.middleware],
+            middleware=[TodoListMiddleware(), ThreadRepair(), *self.middleware, *self._session_middleware],
             subagents=self.subagents,
             skills=self.skills,
             memory=self.agents_md,

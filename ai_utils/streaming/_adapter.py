@@ -22,16 +22,19 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Interrupt
 
 from ai_utils.client import StreamChunk, SubagentEvent, ToolEvent
 from ai_utils.streaming._interrupts import interrupt_chunk
 
-__all__ = ["REPAIR_KEY", "ChunkAdapter", "aadapt", "adapt", "stream_kwargs"]
+__all__ = ["REPAIR_KEY", "STEER_KEY", "ChunkAdapter", "aadapt", "adapt", "stream_kwargs"]
 
 REPAIR_KEY = "ai_utils_repair"
 """``ToolMessage.response_metadata`` key of a result written by the thread-repair step (`ai_utils.agents._repair`)."""
+
+STEER_KEY = "ai_utils_steer"
+"""``HumanMessage.response_metadata`` key (the steer's message id) of a steer that joined a durable turn."""
 
 
 def stream_kwargs() -> dict[str, Any]:
@@ -150,6 +153,8 @@ class ChunkAdapter:
             if text := message.text:
                 out.append(text)
             return out
+        if not ns and isinstance(message, HumanMessage) and STEER_KEY in message.response_metadata:
+            return [{"kind": "user_message", "text": message.text, "id": str(message.response_metadata[STEER_KEY])}]
         if (
             not ns
             and isinstance(message, ToolMessage)
