@@ -31,7 +31,7 @@ def sound(messages: list[BaseMessage]) -> bool:
     return all(c["id"] in answered for m in messages if isinstance(m, AIMessage) for c in m.tool_calls)
 
 
-def main(args: dict[str, Any]) -> None:
+def _fakes(args: dict[str, Any]) -> tuple[Any, Any]:
     delay = float(args.get("model_delay", 0))
 
     def reply(messages: list[BaseMessage], tools: list[Any]) -> Any:
@@ -62,6 +62,11 @@ def main(args: dict[str, Any]) -> None:
                 time.sleep(0.02)
         return f"acted on {what} by {os.getpid()}"
 
+    return reply, act
+
+
+def main(args: dict[str, Any]) -> None:
+    reply, act = _fakes(args)
     backend: str = args["backend"]
     lease = float(args.get("lease", 30.0))
     if backend.startswith("sqlite:"):
