@@ -107,11 +107,17 @@ class Engine:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await self.loop.shutdown_asyncgens()
+            from ai_utils._loop_resources import aclose_loop_resources
+
+            await aclose_loop_resources()
 
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
+        if not self._thread.is_alive():
+            self.loop.close()
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> Any:
         """Run ``coro`` on the engine loop; a `concurrent.futures.Future`."""

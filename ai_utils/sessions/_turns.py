@@ -17,7 +17,7 @@ from langgraph.errors import GraphRecursionError
 from pydantic import BaseModel
 
 from ai_utils.agents._repair import unanswered_calls
-from ai_utils.client import is_interrupt
+from ai_utils.client import is_interrupt, is_tool_event
 from ai_utils.exceptions import SessionFencedError
 from ai_utils.sessions._middleware import CONTEXT_KEY, TurnContext
 from ai_utils.sessions._store import TurnRow, dumps
@@ -123,6 +123,7 @@ async def run_turn(engine: Any, agent: Any, session_id: str, token: int, turn: T
     )
     adapter = ChunkAdapter(show_tool_calls=True)
     outcome: dict[str, Any] = {"stop": "end_turn"}
+    open_calls: dict[str, str] = {}  # tool calls shown as started and not yet ended
 
     async def consume() -> None:
         chunks = agent._astream_run(graph_input, config, context, decision, decisions, adapter)
@@ -130,6 +131,12 @@ async def run_turn(engine: Any, agent: Any, session_id: str, token: int, turn: T
             async for chunk in chunks:
                 if is_interrupt(chunk):
                     outcome["stop"] = "interrupted"
+                elif is_tool_event(chunk):
+                    (
+                        open_calls.__setitem__(chunk["id"], chunk["tool_name"])
+                        if chunk["phase"] == "start"
+                        else open_calls.pop(chunk["id"], None)
+                    )
                 store.append(session_id, token, turn.turn_id, [dumps(chunk)])
                 publish(session_id)
         finally:
@@ -146,7 +153,10 @@ async def run_turn(engine: Any, agent: Any, session_id: str, token: int, turn: T
     if task.cancelled():
         if not cancelled_by_user:
             raise SessionFencedError(f"Session {session_id!r}: the turn stopped (lease lost).", session_id=session_id)
-        await end("cancelled", extra=await _close_calls(agent, session_id, state_config))
+        closed = await _close_calls(agent, session_id, state_config)
+        shown = {c["id"] for c in closed}
+        closed += [_end_chunk(i, n, CANCELLED_TEXT) for i, n in open_calls.items() if i not in shown]
+        await end("cancelled", extra=closed)
         return
     error = task.exception()
     if isinstance(error, SessionFencedError):
@@ -171,7 +181,8 @@ async def _close_calls(agent: Any, session_id: str, config: Any) -> list[dict[st
         for _, call in missing
     ]
     await agent.graph.aupdate_state(config, {"messages": answers}, as_node="tools")
-    return [
-        {"kind": "tool", "phase": "end", "tool_name": a.name, "id": a.tool_call_id, "output": a.text, "status": "error"}
-        for a in answers
-    ]
+    return [_end_chunk(a.tool_call_id, a.name or "unknown", a.text) for a in answers]
+
+
+def _end_chunk(call_id: str, name: str, text: str) -> dict[str, Any]:
+    return {"kind": "tool", "phase": "end", "tool_name": name, "id": call_id, "output": text, "status": "error"}
