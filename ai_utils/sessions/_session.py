@@ -329,6 +329,7 @@ class Session:
     def _follow(self, after: int, *, turn_id: str | None = None) -> Iterator[StreamLine]:
         store = self._store
         signal = store.engine.signal
+        waits = 0
         while True:
             seen = signal.version(self.id)
             lines, after, ended = self._rows(after, turn_id)
@@ -343,11 +344,15 @@ class Session:
                     return
                 yield from lines
                 continue
+            waits += 1
+            if waits % 10 == 0:
+                self._continue_if_orphaned()  # its worker may have died while we follow: take over
             signal.wait(self.id, seen, store.poll_seconds)
 
     async def _afollow(self, after: int, *, turn_id: str | None = None) -> AsyncIterator[StreamLine]:
         store = self._store
         signal = store.engine.signal
+        waits = 0
         while True:
             seen = signal.version(self.id)
             lines, after, ended = self._rows(after, turn_id)
@@ -364,4 +369,7 @@ class Session:
                 for line in lines:
                     yield line
                 continue
+            waits += 1
+            if waits % 10 == 0:
+                self._continue_if_orphaned()  # its worker may have died while we follow: take over
             await signal.await_version(self.id, seen, store.poll_seconds)
