@@ -11,7 +11,7 @@ import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
-# Not standalone scripts: the web apps are checked by their own browser tests; the MCP server is started by mcp_tools.py.
+# Not standalone scripts: the web apps have their own browser tests; the MCP server is started by mcp_tools.py.
 NOT_RUN = ["durable_chat.py", "fastapi_ndjson.py", "mcp_echo_server.py"]
 
 EXPECTED = {
