@@ -162,8 +162,10 @@ class GraphRunner:
         return recover(self)
 
     async def arecover(self) -> int:
-        """Async twin of `recover`."""
-        return self.recover()
+        """Async twin of `recover` (the continued turns run as tasks on this loop)."""
+        from ai_utils.sessions._attach import recover
+
+        return recover(self, here=True)
 
     # --- pending -------------------------------------------------------------------------------------------
 

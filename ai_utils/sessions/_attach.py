@@ -81,14 +81,14 @@ def open_session(agent: Any, session_id: str | None, context: Any) -> Session:
     return Session(agent, store, name, session_id, context)
 
 
-def recover(agent: Any) -> int:
+def recover(agent: Any, *, here: bool = False) -> int:
     """Continue every orphaned session of this agent (open turns, no live lease); how many were continued."""
     store = _store_of(agent)
     name = agent_name(agent)
     store.engine.register(agent, name)
     orphans = store.orphans(name)
     for session_id in orphans:
-        store.engine.kick(session_id)
+        store.engine.kick(session_id, here=here)
     return len(orphans)
 
 

@@ -16,7 +16,8 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Coroutine
+import weakref
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from ai_utils.exceptions import SessionFencedError
@@ -47,6 +48,9 @@ class Signal:
             self._cond.notify_all()
             waiters = self._waiters.pop(session_id, [])
         for loop, future in waiters:
+            if _on(loop):
+                _wake(future)
+                continue
             with contextlib.suppress(RuntimeError):  # that loop closed
                 loop.call_soon_threadsafe(_wake, future)
 
@@ -78,28 +82,49 @@ def _wake(future: asyncio.Future[None]) -> None:
 
 
 class Engine:
-    """The background loop, the drivers and the in-process registry of agents and contexts of one store."""
+    """The drivers and the in-process registry of agents and contexts of one store.
+
+    A driver runs on the loop that asked for it: the caller's loop for ``aprompt`` (a task there), the
+    engine's own background loop (a daemon thread, started on first need) for ``prompt``.
+    """
 
     def __init__(self, store: Any) -> None:
         self.store = store
         self.signal = Signal()
         self.agents: dict[str, Any] = {}
         self.contexts: dict[str, Any] = {}  # turn id or session id -> context of this process (never stored)
-        self._drivers: dict[str, asyncio.Task[None]] = {}
+        self._lock = threading.Lock()
+        self._drivers: dict[str, asyncio.AbstractEventLoop] = {}
         self._kicks: dict[str, int] = {}
-        self._running: dict[str, asyncio.Task[Any]] = {}
+        self._running: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
         self._cancelled: set[str] = set()
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._serve, name="ai_utils-sessions", daemon=True)
-        self._thread.start()
+        self._owners: dict[str, str] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        # Loops that run drivers: the SQLite saver runs inline there.
+        self.loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The background loop for turns prompted from sync code (started on first use)."""
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                self.loops.add(self._loop)
+                self._thread = threading.Thread(target=self._serve, name="ai_utils-sessions", daemon=True)
+                self._thread.start()
+            return self._loop
 
     def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+        assert self._loop is not None
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_forever()
 
     def close(self) -> None:
-        """Stop the loop (running turns stop as in a crash: the next worker continues them)."""
-        if not self.loop.is_running():
+        """Stop the background loop (running turns stop as in a crash: the next worker continues them)."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None or not loop.is_running():
             return
 
         async def stop() -> None:
@@ -107,20 +132,20 @@ class Engine:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await self.loop.shutdown_asyncgens()
+            await loop.shutdown_asyncgens()
             from ai_utils._loop_resources import aclose_loop_resources
 
             await aclose_loop_resources()
 
         with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        if not self._thread.is_alive():
-            self.loop.close()
+            asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        if not thread.is_alive():
+            loop.close()
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> Any:
-        """Run ``coro`` on the engine loop; a `concurrent.futures.Future`."""
+        """Run ``coro`` on the background loop; a `concurrent.futures.Future`."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def register(self, agent: Any, name: str) -> None:
@@ -129,19 +154,34 @@ class Engine:
 
     # --- drivers -----------------------------------------------------------------------------------------
 
-    def kick(self, session_id: str) -> None:
-        """Make sure a driver works on ``session_id`` (thread-safe)."""
-        self.loop.call_soon_threadsafe(self._ensure, session_id)
+    def kick(self, session_id: str, *, here: bool = False) -> None:
+        """Make sure a driver works on ``session_id``.
 
-    def _ensure(self, session_id: str) -> None:
-        self._kicks[session_id] = self._kicks.get(session_id, 0) + 1
-        if session_id not in self._drivers:
-            self._drivers[session_id] = self.loop.create_task(self._drive(session_id))
+        With ``here`` (async callers) the driver is a task on the running loop; else it runs on the background
+        loop, since sync code must never wait on a turn that its own loop would have to run.
+        """
+        loop = asyncio.get_running_loop() if here else self.loop
+        with self._lock:
+            self._kicks[session_id] = self._kicks.get(session_id, 0) + 1
+            if session_id in self._drivers:
+                return  # its driver looks again before it stops
+            self._drivers[session_id] = loop
+            self.loops.add(loop)
+        if _on(loop):
+            self._start(session_id)
+        else:
+            loop.call_soon_threadsafe(self._start, session_id)
+
+    def _start(self, session_id: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._drive(session_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _drive(self, session_id: str) -> None:
         try:
             while True:
-                self._kicks[session_id] = 0
+                with self._lock:
+                    self._kicks[session_id] = 0
                 try:
                     await self._work(session_id)
                 except SessionFencedError as error:
@@ -149,21 +189,26 @@ class Engine:
                 except Exception:
                     logger.exception("Session %r: the worker failed; the next worker continues it", session_id)
                     return
-                if not self._kicks.get(session_id):
-                    return
-        finally:
-            self._drivers.pop(session_id, None)
-            self._kicks.pop(session_id, None)
+                with self._lock:
+                    if not self._kicks.get(session_id):
+                        self._drivers.pop(session_id, None)
+                        self._kicks.pop(session_id, None)
+                        return
+        except BaseException:
+            with self._lock:
+                self._drivers.pop(session_id, None)
+                self._kicks.pop(session_id, None)
+            raise
 
     async def _work(self, session_id: str) -> None:
         store = self.store
         delay = store.poll_seconds
         while True:
-            if not store.busy(session_id):
-                return
             token = store.claim(session_id)
             if token is not None:
                 break
+            if not store.busy(session_id):
+                return
             await asyncio.sleep(delay)  # another worker runs it; its lease expiring is the takeover
             delay = min(delay * 1.5, 0.5)
         renewer = asyncio.create_task(self._renew(session_id, token))
@@ -176,7 +221,9 @@ class Engine:
                     if store.steers_to_turn(session_id, token):
                         continue
                     return
-                agent = self.agents.get(store.owner_of(session_id) or "")
+                owner = self._owners.get(session_id) or store.owner_of(session_id) or ""
+                self._owners[session_id] = owner  # a session never changes its agent
+                agent = self.agents.get(owner)
                 if agent is None:
                     logger.warning("Session %r: no agent of its name in this worker; leaving it queued", session_id)
                     return
@@ -196,42 +243,48 @@ class Engine:
             await asyncio.sleep(poll)
             waited += poll
             running = self._running.get(session_id)
-            seq = getattr(running, "turn_seq", None)
-            if running is not None and seq is not None and store.cancel_seq(session_id) >= seq:
-                self.cancel_local(session_id)  # cancelled from another worker
+            seq = getattr(running[1], "turn_seq", None) if running is not None else None
+            if seq is not None and store.cancel_seq(session_id) >= seq:
+                self.cancel(session_id)  # cancelled from another worker
             if waited >= every:
                 waited = 0.0
                 if not store.renew(session_id, token):
                     logger.warning("Session %r: lease taken over by another worker; stopping", session_id)
                     if running is not None:
-                        running.cancel()
+                        running[1].cancel()
                     return
 
     # --- the running turn --------------------------------------------------------------------------------
 
     def set_running(self, session_id: str, task: asyncio.Task[Any] | None) -> None:
-        """Record (or clear) the task running the session's turn in this worker."""
-        if task is None:
-            self._running.pop(session_id, None)
-            self._cancelled.discard(session_id)
-        else:
-            self._running[session_id] = task
+        """Record (or clear) the task running the session's turn in this worker (on its loop)."""
+        with self._lock:
+            if task is None:
+                self._running.pop(session_id, None)
+                self._cancelled.discard(session_id)
+            else:
+                self._running[session_id] = (asyncio.get_running_loop(), task)
 
     def was_cancelled(self, session_id: str) -> bool:
         """Whether the running turn was cancelled by ``session.cancel()`` (not by a shutdown)."""
         return session_id in self._cancelled
 
-    def cancel_local(self, session_id: str) -> None:
-        """Cancel the session's running turn if this worker runs it (call on the engine loop)."""
-        task = self._running.get(session_id)
-        if task is not None and not task.done():
-            self._cancelled.add(session_id)
-            task.cancel()
-
     def cancel(self, session_id: str) -> None:
-        """Thread-safe `cancel_local`."""
-        self.loop.call_soon_threadsafe(self.cancel_local, session_id)
+        """Cancel the session's running turn if this worker runs it (thread-safe, any loop)."""
+        with self._lock:
+            running = self._running.get(session_id)
+            if running is None:
+                return
+            self._cancelled.add(session_id)
+        loop, task = running
+        if _on(loop):
+            task.cancel()
+        else:
+            loop.call_soon_threadsafe(task.cancel)
 
-    def call(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run ``fn(*args)`` on the engine loop soon."""
-        self.loop.call_soon_threadsafe(fn, *args)
+
+def _on(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

@@ -203,11 +203,9 @@ class Session:
             payload["decision"] = decision
         if decisions is not None:
             payload["decisions"] = list(decisions) if not isinstance(decisions, Mapping) else dict(decisions)
-        last = store.last_cursor(self.id)
-        turn_id, message_id, repeated = store.accept_prompt(self.id, self._name, message_id, payload)
+        turn_id, message_id, repeated, last = store.accept_prompt(self.id, self._name, message_id, payload)
         if self._context is not None:
             store.engine.contexts[turn_id] = self._context
-        store.engine.kick(self.id)
         return Turn(self, turn_id, message_id, repeated, last)
 
     def prompt(
@@ -231,7 +229,9 @@ class Session:
             UserError: bad input or ids, a decision with no approval waiting, or another agent's session.
             MessageIdInUseError: ``message_id`` already names a steer.
         """
-        return self._accept(input, message_id, decision, decisions)
+        turn = self._accept(input, message_id, decision, decisions)
+        self._store.engine.kick(self.id)
+        return turn
 
     async def aprompt(
         self,
@@ -243,8 +243,11 @@ class Session:
     ) -> Turn:
         """Async twin of `prompt` (iterate the turn with ``async for``)."""
         if self._store.kind == "postgres":
-            return await asyncio.to_thread(self._accept, input, message_id, decision, decisions)
-        return self._accept(input, message_id, decision, decisions)
+            turn = await asyncio.to_thread(self._accept, input, message_id, decision, decisions)
+        else:
+            turn = self._accept(input, message_id, decision, decisions)
+        self._store.engine.kick(self.id, here=True)  # the turn runs as a task on this loop
+        return turn
 
     def steer(self, text: str, *, message_id: str | None = None) -> str:
         """Store a steer: it joins the running turn before its next model call, or becomes the next turn.
@@ -283,10 +286,10 @@ class Session:
 
     # --- reading -----------------------------------------------------------------------------------------
 
-    def _continue_if_orphaned(self) -> None:
+    def _continue_if_orphaned(self, *, here: bool = False) -> None:
         store = self._store
         if store.busy(self.id) and store.lease_free(self.id):
-            store.engine.kick(self.id)
+            store.engine.kick(self.id, here=here)
 
     def stream(self, cursor: int = 0) -> Iterator[StreamLine]:
         """Every stored line after ``cursor`` as ``{"cursor", "chunk"}``, then new ones live until idle.
@@ -302,7 +305,6 @@ class Session:
         """Async twin of `stream`."""
         if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 0:
             raise UserError(f"astream(cursor) needs an int >= 0 (the last cursor you read), got {cursor!r}.")
-        self._continue_if_orphaned()
         return self._afollow(cursor)
 
     def _rows(self, after: int, turn_id: str | None) -> tuple[list[StreamLine], int, bool]:
@@ -350,6 +352,7 @@ class Session:
             signal.wait(self.id, seen, store.poll_seconds)
 
     async def _afollow(self, after: int, *, turn_id: str | None = None) -> AsyncIterator[StreamLine]:
+        self._continue_if_orphaned(here=True)
         store = self._store
         signal = store.engine.signal
         waits = 0
@@ -371,5 +374,5 @@ class Session:
                 continue
             waits += 1
             if waits % 10 == 0:
-                self._continue_if_orphaned()  # its worker may have died while we follow: take over
+                self._continue_if_orphaned(here=True)  # its worker may have died while we follow: take over
             await signal.await_version(self.id, seen, store.poll_seconds)

@@ -8,6 +8,7 @@ token, write, commit.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import os
@@ -37,6 +38,47 @@ class _FencedSqliteSaver(SqliteCheckpointSaver):
         thread = (config.get("configurable") or {}).get("thread_id")
         token = self.leases.get(thread) if isinstance(thread, str) else None
         return None if token is None else (thread, token)  # type: ignore[return-value]
+
+    # On the store's own worker loop the sync methods run inline: SQLite answers in microseconds, and a thread
+    # hop per checkpoint would cost more than the write (other loops still go through worker threads).
+    engine_loops: Any = ()
+
+    def _inline(self) -> bool:
+        try:
+            return asyncio.get_running_loop() in self.engine_loops
+        except RuntimeError:
+            return False
+
+    async def aget_tuple(self, config: RunnableConfig) -> Any:
+        """Async twin of ``get_tuple`` (inline on the sessions worker loop)."""
+        return self.get_tuple(config) if self._inline() else await super().aget_tuple(config)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async twin of ``put`` (inline on the sessions worker loop)."""
+        if self._inline():
+            return self.put(config, checkpoint, metadata, new_versions)
+        return await super().aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        """Async twin of ``put_writes`` (inline on the sessions worker loop)."""
+        if self._inline():
+            self.put_writes(config, writes, task_id, task_path)
+        else:
+            await super().aput_writes(config, writes, task_id, task_path)
+
+    async def aget_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Any:
+        """Async twin of ``get_delta_channel_history`` (inline on the sessions worker loop)."""
+        if self._inline():
+            return self.get_delta_channel_history(config=config, channels=channels)
+        return await super().aget_delta_channel_history(config=config, channels=channels)
 
     def put(
         self,
@@ -143,6 +185,7 @@ def _open(path: str | os.PathLike[str], lease_seconds: float, kind: str) -> Sqli
     saver = _FencedSqliteSaver(path)
     store = SqliteSessions(_SqliteDb(saver), saver, lease_seconds=lease_seconds, kind=kind, poll_seconds=0.05)
     saver.leases = store.leases
+    saver.engine_loops = store.engine.loops
     return store
 
 

@@ -208,11 +208,11 @@ class SessionStore:
 
     def accept_prompt(
         self, session_id: str, agent: str, message_id: str | None, payload: dict[str, Any]
-    ) -> tuple[str, str, bool]:
-        """Store a prompt and its queued turn in one transaction: ``(turn_id, message_id, repeated)``."""
+    ) -> tuple[str, str, bool, int]:
+        """Store a prompt and its queued turn in one transaction: ``(turn_id, message_id, repeated, last_cursor)``."""
         body = dumps(payload)
         with self.db.write() as cur:
-            _, _, _, next_seq = self._session(cur, session_id, agent, create=True)
+            _, _, last_cursor, next_seq = self._session(cur, session_id, agent, create=True)
             if message_id is not None:
                 cur.execute(
                     "SELECT kind, turn_id FROM ai_utils_inputs WHERE session_id = ? AND message_id = ?",
@@ -226,7 +226,7 @@ class SessionStore:
                             "one id names one input. Use a new message_id for this prompt.",
                             message_id=message_id,
                         )
-                    return str(seen[1]), message_id, True
+                    return str(seen[1]), message_id, True, int(last_cursor)
             message_id = message_id or uuid.uuid4().hex
             turn_id = uuid.uuid4().hex
             seq = int(next_seq) + 1
@@ -241,7 +241,7 @@ class SessionStore:
                 "VALUES (?, ?, ?, ?, 'queued', ?)",
                 (turn_id, session_id, seq, message_id, body),
             )
-        return turn_id, message_id, False
+        return turn_id, message_id, False, int(last_cursor)
 
     def accept_steer(self, session_id: str, agent: str, message_id: str | None, text: str) -> tuple[str, str | None]:
         """Store a steer: queued for the running turn, or (no turn open) as the next turn.
@@ -381,16 +381,17 @@ class SessionStore:
         cur.execute("UPDATE ai_utils_sessions SET last_cursor = ? WHERE session_id = ?", (new_last, session_id))
         return new_last
 
-    def start_turn(self, session_id: str, token: int, turn_id: str, line: str, start_len: int | None) -> int:
-        """Mark the turn running and log its ``turn_start`` / ``turn_resume`` line."""
+    def start_turn(self, session_id: str, token: int, turn_id: str, line: str, seq: int) -> bool:
+        """Mark the turn running and log its ``turn_start`` / ``turn_resume`` line; ``True`` if it was cancelled."""
         with self.fenced(session_id, token) as (cur, last):
             cursor = self._append(cur, session_id, last, turn_id, [line])
             cur.execute(
-                "UPDATE ai_utils_turns SET status = 'running', first_cursor = COALESCE(first_cursor, ?), "
-                "start_len = COALESCE(start_len, ?) WHERE turn_id = ?",
-                (cursor, start_len, turn_id),
+                "UPDATE ai_utils_turns SET status = 'running', first_cursor = COALESCE(first_cursor, ?) "
+                "WHERE turn_id = ?",
+                (cursor, turn_id),
             )
-        return cursor
+            cur.execute("SELECT cancel_seq FROM ai_utils_sessions WHERE session_id = ?", (session_id,))
+            return seq <= int(cur.fetchone()[0])
 
     def append(self, session_id: str, token: int, turn_id: str, lines: Sequence[str]) -> int:
         """Log chunks of a running turn; returns the last cursor."""
@@ -435,6 +436,13 @@ class SessionStore:
 
     def steers_to_turn(self, session_id: str, token: int) -> bool:
         """Steers that no turn took become the next turn (one user message each); ``True`` if one was made."""
+        with self.db.read() as cur:
+            cur.execute(
+                "SELECT 1 FROM ai_utils_inputs WHERE session_id = ? AND kind = 'steer' AND taken = 0 LIMIT 1",
+                (session_id,),
+            )
+            if cur.fetchone() is None:
+                return False
         with self.fenced(session_id, token) as (cur, _):
             cur.execute(
                 "SELECT message_id, text, seq FROM ai_utils_inputs WHERE session_id = ? AND kind = 'steer' "

@@ -9,10 +9,13 @@ accepted is lost. How the turn ended, its summed usage and its output are stored
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import LLMResult
 from langgraph.errors import GraphRecursionError
 from pydantic import BaseModel
 
@@ -77,96 +80,179 @@ def _plan(turn: TurnRow, state: Any, messages: Sequence[Any], resuming: bool) ->
     return graph_input, decision, decisions, resuming
 
 
-async def run_turn(engine: Any, agent: Any, session_id: str, token: int, turn: TurnRow) -> None:
-    """Run (or continue) ``turn`` to its end and store everything it emits."""
-    store = engine.store
-    publish = engine.signal.publish
-    state_config: Any = {"configurable": {"thread_id": session_id}}
-    resuming = turn.status == "running"
-    context = engine.contexts.get(turn.turn_id, engine.contexts.get(session_id))
-    state = await agent.graph.aget_state(state_config)
-    values = state.values if isinstance(state.values, Mapping) else {}
-    messages = list(values.get("messages", []))
-    start_len = turn.start_len if turn.start_len is not None else len(messages)
+class _Usage(BaseCallbackHandler):
+    """Sums the token usage of this worker's model calls of one turn."""
 
-    async def end(stop: str, error: dict[str, str] | None = None, extra: Sequence[Any] = ()) -> None:
-        final = await agent.graph.aget_state(state_config)
-        now = final.values if isinstance(final.values, Mapping) else {}
-        usage = usage_of(list(now.get("messages", []))[start_len:])
-        line: dict[str, Any] = {"kind": "turn_end", "turn_id": turn.turn_id, "stop_reason": stop, "usage": usage}
+    run_inline = True
+
+    def __init__(self) -> None:
+        self.total = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+
+    def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
+        for generations in response.generations:
+            for generation in generations:
+                message = getattr(generation, "message", None)
+                usage = getattr(message, "usage_metadata", None) or {}
+                for key in self.total:
+                    self.total[key] += int(usage.get(key, 0) or 0)
+
+
+class _Log:
+    """The turn's writer: chunks are stored in order, a burst in one transaction (group commit)."""
+
+    def __init__(self, engine: Any, session_id: str, token: int, turn_id: str) -> None:
+        self.engine, self.session_id, self.token, self.turn_id = engine, session_id, token, turn_id
+        self.pending: list[str] = []
+        self.text: list[str] = []  # text since the last event: the answer of the last model call
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def add(self, chunk: Any) -> None:
+        self.pending.append(dumps(chunk))
+        if isinstance(chunk, str):
+            self.text.append(chunk)
+        elif not (isinstance(chunk, dict) and chunk.get("kind") == "interrupt"):
+            self.text.clear()
+        self._wake.set()
+        if self._task is None:
+            self._task = asyncio.create_task(self._write())
+
+    def flush(self) -> None:
+        if self.pending:
+            lines, self.pending = self.pending, []
+            self.engine.store.append(self.session_id, self.token, self.turn_id, lines)
+            self.engine.signal.publish(self.session_id)
+
+    async def _write(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await asyncio.sleep(0)  # let chunks that are ready join this transaction
+            self.flush()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self.flush()
+
+
+class _TurnRun:
+    """One run of one stored turn (a class only to keep the steps apart)."""
+
+    def __init__(self, engine: Any, agent: Any, session_id: str, token: int, turn: TurnRow) -> None:
+        self.engine, self.agent, self.session_id, self.token, self.turn = engine, agent, session_id, token, turn
+        self.store = engine.store
+        self.state_config: Any = {"configurable": {"thread_id": session_id}}
+        self.resuming = turn.status == "running"
+        self.usage = _Usage()
+        self.log = _Log(engine, session_id, token, turn.turn_id)
+        self.stop = "end_turn"
+        self.open_calls: dict[str, str] = {}  # tool calls shown as started and not yet ended
+
+    async def end(self, stop: str, error: dict[str, str] | None = None, extra: Sequence[Any] = ()) -> None:
+        await self.log.close()
+        turn, agent = self.turn, self.agent
+        total, output = dict(self.usage.total), {"text": "".join(self.log.text)}
+        if self.resuming or agent.output is not None:
+            # A continued turn's earlier model calls ran in another process: count them from the thread.
+            final = await agent.graph.aget_state(self.state_config)
+            now = final.values if isinstance(final.values, Mapping) else {}
+            messages = list(now.get("messages", []))
+            if self.resuming:
+                start = next((i for i, m in enumerate(messages) if m.id == turn.turn_id), turn.start_len or 0)
+                total = usage_of(messages[start:])
+            output = _output(now, turn.start_len or 0)
+        line: dict[str, Any] = {"kind": "turn_end", "turn_id": turn.turn_id, "stop_reason": stop, "usage": total}
         if error is not None:
             line["error"] = error
-        result = {"usage": usage, "error": error, "output": _output(now, start_len)}
-        store.end_turn(session_id, token, turn.turn_id, stop, result, [*(dumps(x) for x in extra), dumps(line)])
-        publish(session_id)
+        result = {"usage": total, "error": error, "output": output}
+        lines = [*(dumps(x) for x in extra), dumps(line)]
+        self.store.end_turn(self.session_id, self.token, turn.turn_id, stop, result, lines)
+        self.engine.signal.publish(self.session_id)
 
-    if resuming:
-        store.start_turn(session_id, token, turn.turn_id, dumps({"kind": "turn_resume", "turn_id": turn.turn_id}), None)
-    else:
-        first = {"kind": "turn_start", "turn_id": turn.turn_id, "session_id": session_id, "message_id": turn.message_id}
-        store.start_turn(session_id, token, turn.turn_id, dumps(first), start_len)
-    publish(session_id)
+    async def plan(self) -> tuple[Any, Any, Any, bool] | str:
+        turn = self.turn
+        if not self.resuming:
+            graph_input = _inputs(turn) if "input" in turn.payload else None
+            return graph_input, turn.payload.get("decision"), turn.payload.get("decisions"), False
+        state = await self.agent.graph.aget_state(self.state_config)
+        values = state.values if isinstance(state.values, Mapping) else {}
+        return _plan(turn, state, list(values.get("messages", [])), True)
 
-    if turn.seq <= store.cancel_seq(session_id):
-        await end("cancelled", extra=await _close_calls(agent, session_id, state_config))
-        return
-
-    plan = _plan(turn, state, messages, resuming)
-    if isinstance(plan, str):
-        await end(plan)
-        return
-    graph_input, decision, decisions, resuming = plan
-
-    config = agent._config(session_id, ())
-    config.setdefault("configurable", {})[CONTEXT_KEY] = TurnContext(
-        store=store, session_id=session_id, token=token, turn_id=turn.turn_id, resuming=resuming
-    )
-    adapter = ChunkAdapter(show_tool_calls=True)
-    outcome: dict[str, Any] = {"stop": "end_turn"}
-    open_calls: dict[str, str] = {}  # tool calls shown as started and not yet ended
-
-    async def consume() -> None:
-        chunks = agent._astream_run(graph_input, config, context, decision, decisions, adapter)
+    async def consume(self, graph_input: Any, decision: Any, decisions: Any, resuming: bool) -> None:
+        turn = self.turn
+        config = self.agent._config(self.session_id, (self.usage,))
+        config.setdefault("configurable", {})[CONTEXT_KEY] = TurnContext(
+            store=self.store, session_id=self.session_id, token=self.token, turn_id=turn.turn_id, resuming=resuming
+        )
+        context = self.engine.contexts.get(turn.turn_id, self.engine.contexts.get(self.session_id))
+        adapter = ChunkAdapter(show_tool_calls=True)
+        chunks = self.agent._astream_run(graph_input, config, context, decision, decisions, adapter)
         try:
             async for chunk in chunks:
                 if is_interrupt(chunk):
-                    outcome["stop"] = "interrupted"
+                    self.stop = "interrupted"
                 elif is_tool_event(chunk):
-                    (
-                        open_calls.__setitem__(chunk["id"], chunk["tool_name"])
-                        if chunk["phase"] == "start"
-                        else open_calls.pop(chunk["id"], None)
-                    )
-                store.append(session_id, token, turn.turn_id, [dumps(chunk)])
-                publish(session_id)
+                    if chunk["phase"] == "start":
+                        self.open_calls[chunk["id"]] = chunk["tool_name"]
+                    else:
+                        self.open_calls.pop(chunk["id"], None)
+                self.log.add(chunk)
         finally:
             await chunks.aclose()
 
-    task = asyncio.create_task(consume())
-    task.turn_seq = turn.seq  # type: ignore[attr-defined]
-    engine.set_running(session_id, task)
-    try:
-        await asyncio.wait({task})
-    finally:
-        cancelled_by_user = engine.was_cancelled(session_id)
-        engine.set_running(session_id, None)
-    if task.cancelled():
-        if not cancelled_by_user:
-            raise SessionFencedError(f"Session {session_id!r}: the turn stopped (lease lost).", session_id=session_id)
-        closed = await _close_calls(agent, session_id, state_config)
+    async def cancelled(self) -> None:
+        await self.log.close()
+        closed = await _close_calls(self.agent, self.session_id, self.state_config)
         shown = {c["id"] for c in closed}
-        closed += [_end_chunk(i, n, CANCELLED_TEXT) for i, n in open_calls.items() if i not in shown]
-        await end("cancelled", extra=closed)
-        return
-    error = task.exception()
-    if isinstance(error, SessionFencedError):
-        raise error
-    if isinstance(error, GraphRecursionError):
-        await end("max_model_turns")
-    elif error is not None:
-        await end("error", {"type": type(error).__name__, "message": str(error)})
-    else:
-        await end(outcome["stop"])
+        closed += [_end_chunk(i, n, CANCELLED_TEXT) for i, n in self.open_calls.items() if i not in shown]
+        await self.end("cancelled", extra=closed)
+
+    async def run(self) -> None:
+        turn, engine = self.turn, self.engine
+        if self.resuming:
+            first: dict[str, Any] = {"kind": "turn_resume", "turn_id": turn.turn_id}
+        else:
+            first = {"kind": "turn_start", "turn_id": turn.turn_id, "session_id": self.session_id}
+            first["message_id"] = turn.message_id
+        cancelled = self.store.start_turn(self.session_id, self.token, turn.turn_id, dumps(first), turn.seq)
+        engine.signal.publish(self.session_id)
+        if cancelled:
+            await self.cancelled()
+            return
+        plan = await self.plan()
+        if isinstance(plan, str):
+            await self.end(plan)
+            return
+        task = asyncio.create_task(self.consume(*plan))
+        task.turn_seq = turn.seq  # type: ignore[attr-defined]
+        engine.set_running(self.session_id, task)
+        try:
+            await asyncio.wait({task})
+        finally:
+            by_user = engine.was_cancelled(self.session_id)
+            engine.set_running(self.session_id, None)
+        if task.cancelled():
+            if not by_user:
+                raise SessionFencedError(f"Session {self.session_id!r}: the turn stopped.", session_id=self.session_id)
+            await self.cancelled()
+            return
+        error = task.exception()
+        if isinstance(error, SessionFencedError):
+            raise error
+        if isinstance(error, GraphRecursionError):
+            await self.end("max_model_turns")
+        elif error is not None:
+            await self.end("error", {"type": type(error).__name__, "message": str(error)})
+        else:
+            await self.end(self.stop)
+
+
+async def run_turn(engine: Any, agent: Any, session_id: str, token: int, turn: TurnRow) -> None:
+    """Run (or continue) ``turn`` to its end and store everything it emits."""
+    await _TurnRun(engine, agent, session_id, token, turn).run()
 
 
 async def _close_calls(agent: Any, session_id: str, config: Any) -> list[dict[str, Any]]:

@@ -94,8 +94,10 @@ async def test_async_prompt_iteration_result_and_stream(store: SessionStore) -> 
     assert [line["chunk"] for line in lines][1:3] == ["Hallo ", "Welt."]
 
 
-def _slow_words(n: int, delay: float = 0.0) -> FunctionChatModel:
+def _slow_words(n: int, delay: float = 0.0, started: threading.Event | None = None) -> FunctionChatModel:
     async def reply(messages: list[BaseMessage], tools: list[Any]) -> Any:
+        if started is not None:
+            started.set()
         await asyncio.sleep(delay)
         return " ".join(f"w{i}" for i in range(n))
 
@@ -202,10 +204,11 @@ def test_cancel_ends_a_running_tool_with_cancelled_and_leaves_no_dangling_call(s
 
 
 def test_cancel_stops_a_model_call_in_flight_at_once(store: SessionStore) -> None:
-    agent = Agent(llm=_slow_words(3, delay=30), sessions=store)
+    started = threading.Event()
+    agent = Agent(llm=_slow_words(3, delay=30, started=started), sessions=store)
     s = agent.session()
     turn = s.prompt("think hard")
-    time.sleep(0.2)
+    assert started.wait(10)
     began = time.monotonic()
     s.cancel()
     assert turn.result(timeout=10).stop_reason == "cancelled"
@@ -338,9 +341,11 @@ def test_bad_input_raises_user_errors_naming_the_value(store: SessionStore) -> N
 
 
 def test_steers_past_64_queued_are_refused(store: SessionStore) -> None:
-    agent = Agent(llm=_slow_words(1, delay=30), sessions=store)
+    started = threading.Event()
+    agent = Agent(llm=_slow_words(1, delay=30, started=started), sessions=store)
     s = agent.session()
     turn = s.prompt("busy")
+    assert started.wait(10)  # the model call runs: steers queue for the next one
     for i in range(64):
         s.steer(f"steer {i}")
     with pytest.raises(UserError, match="64 steers"):
