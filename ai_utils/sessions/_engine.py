@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -104,6 +105,7 @@ class Engine:
         # Loops that run drivers: the SQLite saver runs inline there.
         self.loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.closing = False
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -121,8 +123,15 @@ class Engine:
         asyncio.set_event_loop(self._loop)
         self._loop.run_forever()
 
-    def close(self) -> None:
-        """Stop the background loop (running turns stop as in a crash: the next worker continues them)."""
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop working: start no new turn, let running ones finish (up to ``timeout`` s), stop the loop.
+
+        A turn still running after ``timeout`` stops as in a crash: the next worker continues it.
+        """
+        self.closing = True
+        deadline = time.monotonic() + timeout
+        while self._running and time.monotonic() < deadline:
+            time.sleep(0.02)
         loop, thread = self._loop, self._thread
         if loop is None or thread is None or not loop.is_running():
             return
@@ -215,7 +224,7 @@ class Engine:
         try:
             from ai_utils.sessions._turns import run_turn
 
-            while True:
+            while not self.closing:
                 turn = store.next_turn(session_id)
                 if turn is None:
                     if store.steers_to_turn(session_id, token):

@@ -178,6 +178,12 @@ class SessionStore:
     # --- sessions and inputs ---------------------------------------------------------------------------
 
     def _session(self, cur: Cursor, session_id: str, agent: str, *, create: bool) -> tuple[Any, ...]:
+        if create:
+            # Insert first: two processes creating one session at once must not both find it missing.
+            cur.execute(
+                "INSERT INTO ai_utils_sessions (session_id, agent, created) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                (session_id, agent, time.time()),
+            )
         cur.execute(
             "SELECT agent, lease_token, last_cursor, next_seq FROM ai_utils_sessions WHERE session_id = ?"
             + self.db.for_update,
@@ -185,13 +191,7 @@ class SessionStore:
         )
         row = cur.fetchone()
         if row is None:
-            if not create:
-                raise UserError(f"There is no session {session_id!r} in this store; prompt it first to create it.")
-            cur.execute(
-                "INSERT INTO ai_utils_sessions (session_id, agent, created) VALUES (?, ?, ?)",
-                (session_id, agent, time.time()),
-            )
-            return (agent, 0, 0, 0)
+            raise UserError(f"There is no session {session_id!r} in this store; prompt it first to create it.")
         if row[0] != agent:
             raise UserError(
                 f"Session {session_id!r} belongs to the agent named {row[0]!r}, not {agent!r}. Open it from an "

@@ -371,3 +371,32 @@ def test_deep_agent_sessions_and_structured_output(store: SessionStore) -> None:
         name="typed",
     )
     assert typed.session().prompt("which city?").result().output == Answer(city="Oslo")
+
+
+def test_a_full_disk_fails_prompt_and_accepts_nothing(tmp_path: Path) -> None:
+    store = sqlite_sessions(tmp_path / "full.sqlite")
+    try:
+        agent = Agent(llm=FakeChatModel(["ok"], cycle=True), sessions=store)
+        s = agent.session("disk")
+        assert s.prompt("first").result().output == "ok"
+        conn = store.checkpointer.conn  # type: ignore[attr-defined]
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count = {pages}")  # the disk is full now
+        with pytest.raises(Exception, match="full"):
+            s.prompt("x" * 200_000)
+        conn.execute("PRAGMA max_page_count = 1073741823")
+        assert not store.busy(s.id)  # nothing half-accepted: no queued turn, no input
+        assert [m.text for m in s.history() if isinstance(m, HumanMessage)] == ["first"]
+        assert s.prompt("again").result().output == "ok"
+    finally:
+        store.close()  # type: ignore[attr-defined]
+
+
+def test_a_turn_that_never_stops_calling_tools_ends_with_max_model_turns(store: SessionStore) -> None:
+    def again(messages: list[BaseMessage], tools: list[Any]) -> Any:
+        return {"tool_calls": [{"name": "lookup", "args": {"city": "Oslo"}}]}
+
+    agent = Agent(llm=FunctionChatModel(again), tools=[durable_tool(lookup, idempotent=True)], sessions=store)
+    s = agent.session()
+    assert s.prompt("loop").result(timeout=120).stop_reason == "max_model_turns"
+    assert s.prompt("loop").result(timeout=120).stop_reason == "max_model_turns"  # and the session goes on
