@@ -75,6 +75,13 @@ class Pair:
 
         return sample
 
+    def stream(self, prompt: str) -> Any:
+        async def sample() -> None:
+            async for _chunk in self.plain.astream(prompt, thread_id=self.thread, show_tool_calls=True):
+                pass
+
+        return sample
+
     def first_chunk(self) -> Any:
         async def sample() -> float:
             start = time.perf_counter()
@@ -243,6 +250,19 @@ def _check_scale(uri: str) -> None:
 
 def metrics() -> list[Metric]:
     out = [_turn(h, prompt, 1.15) for prompt in (PLAIN_PROMPT, TOOL_PROMPT) for h in (10, 100)]
+    p = pair(10)
+    out.append(
+        Metric(
+            "durable turn / Agent.astream+sqlite_saver, drained (steps=0, H=10) (report)",
+            p.durable(PLAIN_PROMPT),
+            p.stream(PLAIN_PROMPT),
+            None,
+            ours_setup=p.new_session,
+            anchor_setup=p.new_thread,
+            rounds=REPORT_ROUNDS,
+            note="the sessions layer alone: both sides stream the run (the log needs its chunks).",
+        )
+    )
     out.append(
         Metric(
             "time to first chunk: durable turn / Agent.astream+sqlite_saver (H=10)",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.tools import BaseTool
@@ -90,8 +90,3 @@ def recover(agent: Any, *, here: bool = False) -> int:
     for session_id in orphans:
         store.engine.kick(session_id, here=here)
     return len(orphans)
-
-
-def stored_messages(values: Mapping[str, Any]) -> list[Any]:
-    """The messages of a state snapshot's values."""
-    return list(values.get("messages", []))

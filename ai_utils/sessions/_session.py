@@ -320,7 +320,7 @@ class Session:
             if turn_id is not None and isinstance(chunk, dict) and chunk.get("kind") == "turn_end":
                 ended = True
                 break
-        return out, after, ended or (not rows and False)
+        return out, after, ended
 
     def _idle(self, turn_id: str | None) -> bool:
         if turn_id is None:
