@@ -13,6 +13,7 @@ A chunk is one of:
 - ``ToolEvent`` — a tool call started / ended (only with ``show_tool_calls=True``);
 - ``ReasoningEvent`` — reasoning text of the model (only with ``show_reasoning=True``);
 - ``SubagentEvent`` — text of a subagent or nested graph (only with ``show_subagents=True``);
+- ``CustomEvent`` — data a node or tool wrote with LangGraph's ``get_stream_writer()``;
 - ``ErrorEvent`` — the last line of an HTTP stream that failed mid-run;
 - ``UserMessageEvent`` — a steer joined a durable session's running turn (SPEC §14);
 - ``TurnStartEvent`` / ``TurnResumeEvent`` / ``TurnEndEvent`` — a durable session's turn events.
@@ -33,6 +34,7 @@ from typing import Any, Literal, NotRequired, TypeAlias, TypeGuard, cast
 from typing_extensions import TypedDict
 
 __all__ = [
+    "CustomEvent",
     "Decision",
     "ErrorEvent",
     "InterruptBatch",
@@ -47,6 +49,7 @@ __all__ = [
     "TurnStartEvent",
     "UserMessageEvent",
     "aiter_ndjson",
+    "is_custom_event",
     "is_error_event",
     "is_interrupt",
     "is_interrupt_batch",
@@ -71,6 +74,7 @@ class InterruptEvent(TypedDict):
         decisions: allowed answers, e.g. ``["approve", "edit", "reject"]``.
         tool_name: the tool waiting for approval; ``None`` for a plain ``interrupt()``.
         args: the tool call's arguments; ``None`` for a plain ``interrupt()``.
+        options: the choices of a plain ``interrupt({"question": ..., "options": [...]})``, as given.
     """
 
     kind: Literal["interrupt"]
@@ -79,6 +83,7 @@ class InterruptEvent(TypedDict):
     decisions: list[str]
     tool_name: str | None
     args: dict[str, Any] | None
+    options: NotRequired[list[Any]]
 
 
 class InterruptBatch(TypedDict):
@@ -143,18 +148,38 @@ class SubagentEvent(TypedDict):
     name: NotRequired[str]
 
 
+class CustomEvent(TypedDict):
+    """Data a graph node or tool wrote with LangGraph's ``get_stream_writer()`` (``stream_mode="custom"``).
+
+    Attributes:
+        kind: always ``"custom"``.
+        data: the value passed to the writer, unchanged.
+        namespace: the subgraph's namespace, when a subgraph (e.g. a subagent) wrote it.
+    """
+
+    kind: Literal["custom"]
+    data: Any
+    namespace: NotRequired[list[str]]
+
+
 class ErrorEvent(TypedDict):
     """The stream failed; this is its last line.
+
+    Over HTTP (``StreamResponse``) a failure before the first line is the whole body instead, as JSON with
+    status 400 (a `UserError`) or 500.
 
     Attributes:
         kind: always ``"error"``.
         type: the exception class name, e.g. ``"ProviderError"``.
-        message: the exception's message.
+        message: the exception's message for ai_utils' own errors; for any other error a generic text
+            (unless the server exposes errors).
+        error_id: the id the server logged the failure under (for errors other than a ``UserError``).
     """
 
     kind: Literal["error"]
     type: str
     message: str
+    error_id: NotRequired[str]
 
 
 class UserMessageEvent(TypedDict):
@@ -225,6 +250,7 @@ StreamChunk: TypeAlias = (
     | ToolEvent
     | ReasoningEvent
     | SubagentEvent
+    | CustomEvent
     | ErrorEvent
     | UserMessageEvent
     | TurnStartEvent
@@ -279,6 +305,11 @@ def is_reasoning_event(chunk: object) -> TypeGuard[ReasoningEvent]:
 def is_subagent_event(chunk: object) -> TypeGuard[SubagentEvent]:
     """Tell whether ``chunk`` is a ``SubagentEvent``."""
     return _kind(chunk) == "subagent"
+
+
+def is_custom_event(chunk: object) -> TypeGuard[CustomEvent]:
+    """Tell whether ``chunk`` is a ``CustomEvent`` (``get_stream_writer()`` data)."""
+    return _kind(chunk) == "custom"
 
 
 def is_error_event(chunk: object) -> TypeGuard[ErrorEvent]:
