@@ -135,13 +135,14 @@ def _first_chunk(session: Session) -> tuple[float, float]:
     return m["ours"] * 1e6, m["anchor"] * 1e6
 
 
-def _slope(session: Session) -> tuple[float, float]:
+def _slope(session: Session, *, streamed: bool = False) -> tuple[float, float]:
     samples: dict[str, Any] = {}
     setups: dict[str, Any] = {}
     for h in (100, 1000):
         p = pair(h)
         samples[f"ours{h}"], setups[f"ours{h}"] = p.durable(PLAIN_PROMPT), p.new_session
-        samples[f"anchor{h}"], setups[f"anchor{h}"] = p.invoke(PLAIN_PROMPT), p.new_thread
+        anchor = p.stream(PLAIN_PROMPT) if streamed else p.invoke(PLAIN_PROMPT)
+        samples[f"anchor{h}"], setups[f"anchor{h}"] = anchor, p.new_thread
     m = session.medians(samples, setups)
     return (m["ours1000"] - m["ours100"]) / 900 * 1e6, (m["anchor1000"] - m["anchor100"]) / 900 * 1e6
 
@@ -290,6 +291,16 @@ def metrics() -> list[Metric]:
             unit="µs/msg",
             rounds=REPORT_ROUNDS,
             note="µs per history message per turn (steps=0): the durable overhead must not grow with history.",
+        )
+    )
+    out.append(
+        Metric(
+            "history slope: durable turn / Agent.astream+sqlite_saver, drained (report)",
+            measure=functools.partial(_slope, streamed=True),
+            target=None,
+            unit="µs/msg",
+            rounds=REPORT_ROUNDS,
+            note="the same slope against the streamed run (LangGraph's messages mode walks the history per node).",
         )
     )
     out.append(
