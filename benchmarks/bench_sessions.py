@@ -122,8 +122,9 @@ def _turn(h: int, prompt: str, target: float | None) -> Metric:
         ours_setup=p.new_session,
         anchor_setup=p.new_thread,
         note=(
-            "same FunctionChatModel and `add` tool; ours stores prompt, turn, every chunk (own cursor) and the le"
-            "ase, and its SQLite saver runs inline on the turn's loop while sqlite_saver hops to a worker thread per checkpoint call (so ours can be faster; repeats vary with those hops)."
+            "same FunctionChatModel and `add` tool; ours stores prompt, turn, every chunk (own cursor) and the "
+            "lease, and its SQLite saver runs inline on the turn's loop while sqlite_saver hops to a worker "
+            "thread per checkpoint call (so ours can be faster; repeats vary with those hops)."
         ),
     )
 
