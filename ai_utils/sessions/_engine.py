@@ -181,6 +181,12 @@ class Engine:
         else:
             loop.call_soon_threadsafe(self._start, session_id)
 
+    def runs_here(self, session_id: str) -> bool:
+        """Whether the session's driver runs on the loop running in this thread (a sync wait would deadlock it)."""
+        with self._lock:
+            loop = self._drivers.get(session_id)
+        return loop is not None and _on(loop)
+
     def _start(self, session_id: str) -> None:
         task = asyncio.get_running_loop().create_task(self._drive(session_id))
         self._tasks.add(task)

@@ -126,6 +126,7 @@ class Turn:
         """
         store = self._session._store
         signal = store.engine.signal
+        self._session._check_sync("turn.result()", "`await turn.aresult()`")
         waited = 0.0
         while True:
             seen = signal.version(self.session_id)
@@ -328,7 +329,15 @@ class Session:
         row = self._store.turn(turn_id)
         return row is None  # an ended turn is recognised by its turn_end line
 
+    def _check_sync(self, what: str, twin: str) -> None:
+        if self._store.engine.runs_here(self.id):
+            raise UserError(
+                f"{what} would block the event loop that runs this session's turn (it was prompted with aprompt "
+                f"on this loop); use {twin} instead."
+            )
+
     def _follow(self, after: int, *, turn_id: str | None = None) -> Iterator[StreamLine]:
+        self._check_sync("Iterating synchronously", "`async for`")
         store = self._store
         signal = store.engine.signal
         waits = 0

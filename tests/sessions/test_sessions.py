@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -400,3 +401,36 @@ def test_a_turn_that_never_stops_calling_tools_ends_with_max_model_turns(store: 
     s = agent.session()
     assert s.prompt("loop").result(timeout=120).stop_reason == "max_model_turns"
     assert s.prompt("loop").result(timeout=120).stop_reason == "max_model_turns"  # and the session goes on
+
+
+async def test_waiting_synchronously_on_a_turn_this_loop_runs_is_refused(store: SessionStore) -> None:
+    agent = Agent(llm=FakeChatModel(["async answer"]), sessions=store)
+    s = agent.session()
+    turn = await s.aprompt("hi")
+    with pytest.raises(UserError, match="aresult"):
+        turn.result()  # would deadlock: the turn runs as a task on this very loop
+    assert (await turn.aresult()).output == "async answer"
+
+
+def test_a_turn_whose_end_was_never_recorded_and_cannot_continue_ends_unknown(tmp_path: Path) -> None:
+    path = tmp_path / "u.sqlite"
+    store = sqlite_sessions(path, lease_seconds=0.2)
+    try:
+        agent = Agent(llm=FakeChatModel(["done"]), sessions=store)
+        s = agent.session("lost-end")
+        turn = s.prompt("hi")
+        assert turn.result().stop_reason == "end_turn"
+    finally:
+        store.close()  # type: ignore[attr-defined]
+    # As if the worker died after the last checkpoint, before it recorded the turn's end.
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE ai_utils_turns SET status = 'running', stop_reason = NULL WHERE turn_id = ?", (turn.id,))
+    store = sqlite_sessions(path, lease_seconds=0.2)
+    try:
+        agent = Agent(llm=FakeChatModel(["never called"]), sessions=store)
+        assert agent.recover() == 1
+        again = agent.session("lost-end").prompt("hi", message_id=turn.message_id)
+        result = again.result(timeout=10)
+        assert (result.stop_reason, result.repeated, result.output) == ("unknown", True, "done")
+    finally:
+        store.close()  # type: ignore[attr-defined]
