@@ -18,7 +18,8 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMet
 
 from ai_utils.exceptions import SessionFencedError
 from ai_utils.memory.postgres import PostgresCheckpointSaver
-from ai_utils.sessions._store import Cursor, SessionStore
+from ai_utils.sessions._schema import Cursor
+from ai_utils.sessions._store import SessionStore
 
 __all__ = ["PostgresSessions", "postgres_sessions"]
 

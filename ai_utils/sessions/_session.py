@@ -18,7 +18,8 @@ from pydantic import BaseModel
 
 from ai_utils.client import Decision, StreamChunk, StreamLine
 from ai_utils.exceptions import UserError
-from ai_utils.sessions._store import MAX_STEER_BYTES, SessionStore, check_id, loads
+from ai_utils.sessions._schema import MAX_STEER_BYTES, check_id, loads
+from ai_utils.sessions._store import SessionStore
 
 __all__ = ["Session", "StopReason", "Turn", "TurnResult"]
 

@@ -21,7 +21,8 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMet
 
 from ai_utils.exceptions import SessionFencedError, UserError
 from ai_utils.memory.sqlite import SqliteCheckpointSaver
-from ai_utils.sessions._store import Cursor, SessionStore
+from ai_utils.sessions._schema import Cursor
+from ai_utils.sessions._store import SessionStore
 
 __all__ = ["memory_sessions", "sqlite_sessions"]
 

@@ -11,130 +11,17 @@ writes the same way (see `_sqlite.py`, `_postgres.py`), reading the token from `
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import re
 import socket
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from ai_utils._json import fast_json
 from ai_utils.exceptions import MessageIdInUseError, SessionFencedError, UserError
+from ai_utils.sessions._schema import MAX_STEERS, SCHEMA, TURN_COLUMNS, Cursor, Db, TurnRow, dumps, turn_row
 
-__all__ = ["MAX_STEER_BYTES", "MAX_STEERS", "Cursor", "Db", "SessionStore", "TurnRow", "check_id", "dumps", "loads"]
-
-MAX_STEERS = 64
-MAX_STEER_BYTES = 64 * 1024
-_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-
-dumps = fast_json(lambda value: json.dumps(value, ensure_ascii=False, default=str), default=str)
-try:
-    from orjson import loads as _fast_loads
-except ImportError:  # pragma: no cover - orjson comes with langsmith
-    _fast_loads = None  # type: ignore[assignment]
-
-
-def loads(text: str) -> Any:
-    """Parse a stored JSON value (orjson when installed)."""
-    return json.loads(text) if _fast_loads is None else _fast_loads(text)
-
-
-SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS ai_utils_sessions (
-        session_id TEXT PRIMARY KEY, agent TEXT NOT NULL, created DOUBLE PRECISION NOT NULL,
-        lease_owner TEXT, lease_token BIGINT NOT NULL DEFAULT 0, lease_until DOUBLE PRECISION NOT NULL DEFAULT 0,
-        last_cursor BIGINT NOT NULL DEFAULT 0, next_seq BIGINT NOT NULL DEFAULT 0,
-        cancel_seq BIGINT NOT NULL DEFAULT 0)""",
-    """CREATE TABLE IF NOT EXISTS ai_utils_inputs (
-        session_id TEXT NOT NULL, message_id TEXT NOT NULL, kind TEXT NOT NULL, turn_id TEXT,
-        seq BIGINT NOT NULL, text TEXT, taken INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (session_id, message_id))""",
-    """CREATE TABLE IF NOT EXISTS ai_utils_turns (
-        turn_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, seq BIGINT NOT NULL, message_id TEXT NOT NULL,
-        status TEXT NOT NULL, payload TEXT NOT NULL, start_len BIGINT, stop_reason TEXT, result TEXT,
-        first_cursor BIGINT)""",
-    "CREATE INDEX IF NOT EXISTS ai_utils_turns_open ON ai_utils_turns (session_id, status, seq)",
-    """CREATE TABLE IF NOT EXISTS ai_utils_log (
-        session_id TEXT NOT NULL, cursor BIGINT NOT NULL, turn_id TEXT NOT NULL, line TEXT NOT NULL,
-        PRIMARY KEY (session_id, cursor))""",
-    """CREATE TABLE IF NOT EXISTS ai_utils_calls (
-        session_id TEXT NOT NULL, execution_id TEXT NOT NULL, PRIMARY KEY (session_id, execution_id))""",
-)
-
-
-class Cursor(Protocol):
-    """The part of a DB-API cursor the store uses (``?`` placeholders; `Db` converts them)."""
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
-    def fetchone(self) -> Any: ...
-    def fetchall(self) -> list[Any]: ...
-    @property
-    def rowcount(self) -> int: ...
-
-
-class Db(Protocol):
-    """A connection (or pool) with the dialect's transaction and row-lock forms."""
-
-    for_update: str
-    """``" FOR UPDATE"`` where rows can be locked (Postgres); ``""`` where a write transaction locks all (SQLite)."""
-
-    def write(self) -> contextlib.AbstractContextManager[Cursor]:
-        """One write transaction: committed on success, rolled back on error."""
-        ...
-
-    def read(self) -> contextlib.AbstractContextManager[Cursor]:
-        """A cursor for reads."""
-        ...
-
-    def setup(self, statements: Sequence[str]) -> None:
-        """Create the tables (safe when several processes start at once)."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class TurnRow:
-    """One stored turn."""
-
-    turn_id: str
-    session_id: str
-    seq: int
-    message_id: str
-    status: str
-    payload: dict[str, Any]
-    start_len: int | None
-    stop_reason: str | None
-    result: dict[str, Any] | None
-    first_cursor: int | None
-
-
-_TURN_COLUMNS = "turn_id, session_id, seq, message_id, status, payload, start_len, stop_reason, result, first_cursor"
-
-
-def _turn(row: Sequence[Any]) -> TurnRow:
-    return TurnRow(
-        turn_id=row[0],
-        session_id=row[1],
-        seq=int(row[2]),
-        message_id=row[3],
-        status=row[4],
-        payload=loads(row[5]),
-        start_len=None if row[6] is None else int(row[6]),
-        stop_reason=row[7],
-        result=None if row[8] is None else loads(row[8]),
-        first_cursor=None if row[9] is None else int(row[9]),
-    )
-
-
-def check_id(value: Any, what: str) -> str:
-    """``value`` if it is a valid id (1-128 letters, digits, ``.``, ``_``, ``-``), else `UserError`."""
-    if not isinstance(value, str) or not _ID.match(value):
-        raise UserError(
-            f"{what} {value!r} is not valid: use 1-128 letters, digits, '.', '_' or '-' (e.g. 'order-42'), "
-            f"or leave it out to get a generated one."
-        )
-    return value
+__all__ = ["SessionStore"]
 
 
 class SessionStore:
@@ -359,19 +246,19 @@ class SessionStore:
         """The turn to run now: a running one (its worker died) first, else the oldest queued one."""
         with self.db.read() as cur:
             cur.execute(
-                f"SELECT {_TURN_COLUMNS} FROM ai_utils_turns WHERE session_id = ? AND status IN ('running', 'queued') "
+                f"SELECT {TURN_COLUMNS} FROM ai_utils_turns WHERE session_id = ? AND status IN ('running', 'queued') "
                 "ORDER BY CASE status WHEN 'running' THEN 0 ELSE 1 END, seq LIMIT 1",
                 (session_id,),
             )
             row = cur.fetchone()
-        return None if row is None else _turn(row)
+        return None if row is None else turn_row(row)
 
     def turn(self, turn_id: str) -> TurnRow | None:
         """One turn by id."""
         with self.db.read() as cur:
-            cur.execute(f"SELECT {_TURN_COLUMNS} FROM ai_utils_turns WHERE turn_id = ?", (turn_id,))
+            cur.execute(f"SELECT {TURN_COLUMNS} FROM ai_utils_turns WHERE turn_id = ?", (turn_id,))
             row = cur.fetchone()
-        return None if row is None else _turn(row)
+        return None if row is None else turn_row(row)
 
     def _append(self, cur: Cursor, session_id: str, last: int, turn_id: str, lines: Sequence[str]) -> int:
         rows = [(session_id, last + i + 1, turn_id, line) for i, line in enumerate(lines)]

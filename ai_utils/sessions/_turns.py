@@ -23,7 +23,7 @@ from ai_utils.agents._repair import unanswered_calls
 from ai_utils.client import is_interrupt, is_tool_event
 from ai_utils.exceptions import SessionFencedError
 from ai_utils.sessions._middleware import CONTEXT_KEY, TurnContext
-from ai_utils.sessions._store import TurnRow, dumps
+from ai_utils.sessions._schema import TurnRow, dumps
 from ai_utils.streaming._adapter import ChunkAdapter
 
 __all__ = ["CANCELLED_TEXT", "run_turn", "usage_of"]
