@@ -7,7 +7,7 @@ Keys:
     text of ``texts`` with message ids ``<prefix><i>``, then wait for all), "stream" (print s.stream(cursor))
   idempotent: how the tool `act` is declared; crash_marker: the first run of `act` creates this file and
     os._exit(3)s; runs_file: `act` appends its execution_id per run; hold_file: `act` waits for this file
-  model_delay: seconds each model call sleeps
+  model_delay: seconds each model call sleeps; kind: "deep" runs a DeepAgent instead of an Agent
 Prints one JSON line with the results and what the model saw ("sound": every call it saw was answered).
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ai_utils import Agent, durable_tool, postgres_sessions, sqlite_sessions
+from ai_utils import Agent, DeepAgent, durable_tool, postgres_sessions, sqlite_sessions
 from ai_utils.testing import FunctionChatModel
 
 
@@ -75,7 +75,10 @@ def main(args: dict[str, Any]) -> None:
         store = postgres_sessions(backend, lease_seconds=lease)
     model = FunctionChatModel(reply)
     tool = durable_tool(act, idempotent=bool(args.get("idempotent", True)))
-    agent = Agent(llm=model, tools=[tool], sessions=store, name="worker")
+    if args.get("kind") == "deep":
+        agent: Agent | DeepAgent = DeepAgent(llm=model, tools=[tool], sessions=store, name="worker")
+    else:
+        agent = Agent(llm=model, tools=[tool], sessions=store, name="worker")
     out: dict[str, Any] = {"pid": os.getpid()}
     action = args["action"]
     s = agent.session(args["session"])

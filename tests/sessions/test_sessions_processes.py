@@ -76,9 +76,17 @@ def _kinds(lines: list[dict[str, Any]]) -> list[str]:
 
 
 def test_a_crash_inside_an_idempotent_tool_reruns_it_with_the_same_execution_id(backend: str, tmp_path: Path) -> None:
+    _crash_and_rerun(backend, tmp_path, kind="agent")
+
+
+def test_a_deep_agent_session_continues_after_a_crash_inside_a_tool(tmp_path: Path) -> None:
+    _crash_and_rerun(f"sqlite:{tmp_path / 'deep.sqlite'}", tmp_path, kind="deep")
+
+
+def _crash_and_rerun(backend: str, tmp_path: Path, *, kind: str) -> None:
     session = uuid.uuid4().hex
     runs = tmp_path / "runs.txt"
-    tool = {"idempotent": True, "crash_marker": str(tmp_path / "crashed"), "runs_file": str(runs)}
+    tool = {"idempotent": True, "crash_marker": str(tmp_path / "crashed"), "runs_file": str(runs), "kind": kind}
     code, _ = _run(backend, session, action="prompt", text="act on order 7", **tool)
     assert code == 3  # killed inside the tool
 
