@@ -14,6 +14,9 @@ AiUtilsError(Exception)              # root: `except ai_utils.AiUtilsError` catc
 ├── GatewayError                     # ai_utils.gateway: policy denial (.decisions), unknown feature
 │   └── AuditWriteError              #   audit_mode="required" and the sink failed
 ├── FeedbackValidationError          # ai_utils.gateway (also ValueError)
+├── LoopDefinitionError              # ai_utils.loops: a bad loop definition, found at define_loop; .step_key
+├── LoopError                        # ai_utils.loops: a run-time fault (missing binding, no transition); .step_key, .path
+│   └── LoopPermissionDeniedError    #   a tool_step's call was denied (rule or human); .rule_id, .tool
 ├── MCPConnectionError               # ai_utils.tools: a server could not be reached or died; .server
 ├── SupabaseCheckpointError          # ai_utils.memory.supabase; .code
 └── SupabaseVectorStoreError         # ai_utils.rag.supabase; .code, .written_ids
@@ -27,7 +30,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["AiUtilsError", "ModelOutputError", "ProviderError", "UserError"]
+__all__ = [
+    "AiUtilsError",
+    "LoopDefinitionError",
+    "LoopError",
+    "LoopPermissionDeniedError",
+    "ModelOutputError",
+    "ProviderError",
+    "UserError",
+]
 
 
 class AiUtilsError(Exception):
@@ -78,3 +89,66 @@ class ProviderError(AiUtilsError):
 
 def _rebuild_provider_error(message: str, provider: str) -> ProviderError:
     return ProviderError(message, provider=provider)
+
+
+class LoopDefinitionError(UserError):
+    """A governed loop definition is invalid (unknown step, bad CEL, ``next`` to nowhere, a cycle with no exit, ...).
+
+    Attributes:
+        step_key: the step the problem is in, or ``None`` for loop-wide problems.
+    """
+
+    def __init__(self, message: str, *, step_key: str | None = None) -> None:
+        super().__init__(message)
+        self.step_key = step_key
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_loop_definition_error, (str(self), self.step_key))
+
+
+def _rebuild_loop_definition_error(message: str, step_key: str | None) -> LoopDefinitionError:
+    return LoopDefinitionError(message, step_key=step_key)
+
+
+class LoopError(AiUtilsError):
+    """A governed loop run failed: a missing ``ctx`` path, no matching transition, an unsafe result URL.
+
+    Attributes:
+        step_key: the step that failed, or ``None`` (result projection).
+        path: the missing context path, if that was the cause.
+    """
+
+    def __init__(self, message: str, *, step_key: str | None = None, path: str | None = None) -> None:
+        super().__init__(message)
+        self.step_key = step_key
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_loop_error, (str(self), self.step_key, self.path))
+
+
+def _rebuild_loop_error(message: str, step_key: str | None, path: str | None) -> LoopError:
+    return LoopError(message, step_key=step_key, path=path)
+
+
+class LoopPermissionDeniedError(LoopError):
+    """A ``tool_step``'s tool call was denied by a permission rule (or rejected by the approver).
+
+    Attributes:
+        rule_id: the deciding rule, or ``None`` when no rule matched (default deny).
+        tool: the tool that was not called.
+    """
+
+    def __init__(self, message: str, *, step_key: str | None = None, rule_id: str | None = None, tool: str = "") -> None:
+        super().__init__(message, step_key=step_key)
+        self.rule_id = rule_id
+        self.tool = tool
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_loop_permission_denied_error, (str(self), self.step_key, self.rule_id, self.tool))
+
+
+def _rebuild_loop_permission_denied_error(
+    message: str, step_key: str | None, rule_id: str | None, tool: str
+) -> LoopPermissionDeniedError:
+    return LoopPermissionDeniedError(message, step_key=step_key, rule_id=rule_id, tool=tool)
