@@ -15,7 +15,7 @@ AiUtilsError(Exception)              # root: `except ai_utils.AiUtilsError` catc
 │   └── AuditWriteError              #   audit_mode="required" and the sink failed
 ├── FeedbackValidationError          # ai_utils.gateway (also ValueError)
 ├── LoopDefinitionError              # ai_utils.loops: a bad loop definition, found at define_loop; .step_key
-├── LoopError                        # ai_utils.loops: a run-time fault (missing binding, no transition); .step_key, .path
+├── LoopError                        # ai_utils.loops: a run fault (missing binding, no transition); .step_key, .path
 │   └── LoopPermissionDeniedError    #   a tool_step's call was denied (rule or human); .rule_id, .tool
 ├── MCPConnectionError               # ai_utils.tools: a server could not be reached or died; .server
 ├── SupabaseCheckpointError          # ai_utils.memory.supabase; .code
@@ -139,7 +139,9 @@ class LoopPermissionDeniedError(LoopError):
         tool: the tool that was not called.
     """
 
-    def __init__(self, message: str, *, step_key: str | None = None, rule_id: str | None = None, tool: str = "") -> None:
+    def __init__(
+        self, message: str, *, step_key: str | None = None, rule_id: str | None = None, tool: str = ""
+    ) -> None:
         super().__init__(message, step_key=step_key)
         self.rule_id = rule_id
         self.tool = tool

@@ -34,9 +34,7 @@ def read_path(context: Mapping[str, Any], path: str) -> Any:
     return value
 
 
-def resolve(
-    value: Any, context: Mapping[str, Any], *, step_key: str | None, absent_roots: Collection[str] = ()
-) -> Any:
+def resolve(value: Any, context: Mapping[str, Any], *, step_key: str | None, absent_roots: Collection[str] = ()) -> Any:
     """``value`` with every binding replaced by its context value (recursively).
 
     Args:

@@ -20,7 +20,9 @@ __all__ = ["EventType", "Events", "LoopEvent", "OnEvent"]
 
 logger = logging.getLogger("ai_utils.loops")
 
-EventType = Literal["loop.step.started", "loop.step.completed", "loop.transition", "permission.result", "approval.required"]
+EventType = Literal[
+    "loop.step.started", "loop.step.completed", "loop.transition", "permission.result", "approval.required"
+]
 LoopEvent = dict[str, Any]
 OnEvent = Callable[[LoopEvent], Any]
 

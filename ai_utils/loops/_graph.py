@@ -181,7 +181,9 @@ class _ToolNode(_Node):
                 rule_id=verdict.rule_id,
                 tool=name,
             )
-        self.events.emit("permission.result", rule_id=verdict.rule_id, effect=verdict.effect, tool=name, step_key=self.key)
+        self.events.emit(
+            "permission.result", rule_id=verdict.rule_id, effect=verdict.effect, tool=name, step_key=self.key
+        )
         if verdict.effect == "deny":
             raise LoopPermissionDeniedError(
                 f"Step {self.key!r}: {verdict.reason(name)} Add a permission(...) that allows it.",
@@ -207,7 +209,13 @@ class _ToolNode(_Node):
 
 
 def agent_graph(
-    loop: Loop, key: str, step: AgentStep, llm: BaseChatModel, tools: Sequence[BaseTool], middleware: Sequence[Any], events: Events
+    loop: Loop,
+    key: str,
+    step: AgentStep,
+    llm: BaseChatModel,
+    tools: Sequence[BaseTool],
+    middleware: Sequence[Any],
+    events: Events,
 ) -> Any:
     """The `create_agent` graph of one agent step (the same construction as `Agent`'s)."""
     stack = [*middleware, LoopToolGate(loop.permissions, events, key)]
@@ -244,11 +252,11 @@ def build_graph(
             node = _AgentNode(loop, key, events, graph, step)
         else:
             node = _ToolNode(loop, key, events, tools[step.tool], step)
-        destinations = tuple(t if t != END_KEY else END for t in _targets(step.next))
-        builder.add_node(key, RunnableLambda(node.run, afunc=node.arun, name=key), destinations=(*destinations, END))  # type: ignore[arg-type]
+        destinations = (*dict.fromkeys(t if t != END_KEY else END for t in _targets(step.next)), END)
+        builder.add_node(key, RunnableLambda(node.run, afunc=node.arun, name=key), destinations=destinations)
     builder.add_edge(START, loop.start)
     return builder.compile(checkpointer=checkpointer, name=loop.name)
 
 
 def _targets(next: str | tuple[When | Otherwise, ...]) -> list[str]:
-    return [next] if isinstance(next, str) else list(dict.fromkeys(item.target for item in next))
+    return [next] if isinstance(next, str) else [item.target for item in next]

@@ -154,7 +154,9 @@ class LoopToolGate(AgentMiddleware[AgentState[Any], Any, Any]):
                 return None
             why = f" Reason: {reason}" if reason else ""
             return _denied(request, f"The call to `{tool}` was rejected by the approver.{why} Do not retry it.")
-        self.events.emit("permission.result", rule_id=verdict.rule_id, effect=verdict.effect, tool=tool, step_key=self.step_key)
+        self.events.emit(
+            "permission.result", rule_id=verdict.rule_id, effect=verdict.effect, tool=tool, step_key=self.step_key
+        )
         if verdict.effect == "allow":
             return None
         return _denied(request, f"Permission denied: {verdict.reason(tool)} Do not retry it.")

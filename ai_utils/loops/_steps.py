@@ -128,7 +128,7 @@ def when(expr: str, target: str) -> When:
 
 
 def otherwise(target: str) -> Otherwise:
-    """The fallback transition of a ``next=[when(...), ..., otherwise(target)]`` list."""
+    """The fallback transition, last in a ``next=[when(...), ...]`` list."""
     if not isinstance(target, str) or not target:
         raise LoopDefinitionError(f"otherwise() needs a target step key or 'end', got {target!r}.")
     return Otherwise(target)
@@ -168,7 +168,9 @@ def next_from_json(value: Any) -> Next:
             elif isinstance(item, Mapping) and "otherwise" in item:
                 items.append(otherwise(item["otherwise"]))
             else:
-                raise LoopDefinitionError(f"Unknown transition {item!r}; expected {{'when', 'target'}} or {{'otherwise'}}.")
+                raise LoopDefinitionError(
+                    f"Unknown transition {item!r}; expected {{'when', 'target'}} or {{'otherwise'}}."
+                )
         return _next(items, where="from_json")
     return _next(value, where="from_json")
 
@@ -293,7 +295,11 @@ def agent_step(
         isinstance(output, dict) or (isinstance(output, type) and issubclass(output, BaseModel))
     ):
         raise LoopDefinitionError(f"agent_step(output=...) must be a pydantic model class, got {output!r}.")
-    if tool_choice is not None and not isinstance(tool_choice, RequireTool) and tool_choice not in ("auto", "any", "none"):
+    if (
+        tool_choice is not None
+        and not isinstance(tool_choice, RequireTool)
+        and tool_choice not in ("auto", "any", "none")
+    ):
         raise LoopDefinitionError(
             f"agent_step(tool_choice=...) must be require_tool(name), 'auto', 'any' or 'none', got {tool_choice!r}."
         )

@@ -310,4 +310,3 @@ class LoopRunner:
 
     def __repr__(self) -> str:
         return f"LoopRunner({self.loop.name!r}, steps={list(self.loop.steps)!r})"
-
