@@ -24,6 +24,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Checkpointer, Command, GraphOutput
+from pydantic import BaseModel, ValidationError
 from typing_extensions import TypedDict
 
 from ai_utils.agents._state import AgentState
@@ -165,9 +166,24 @@ class _ToolNode(_Node):
         self.tool = tool
         self.step = step
 
+    def _validate(self, args: dict[str, Any]) -> None:
+        schema = self.tool.args_schema
+        if isinstance(schema, type) and issubclass(schema, BaseModel):
+            try:
+                schema.model_validate(args)
+            except ValidationError as error:
+                # Without the input values: they come from the context and may be secrets.
+                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+                raise LoopError(
+                    f"Step {self.key!r}: the input for {self.step.tool!r} does not match the tool's schema "
+                    f"({problems}). Fix the step's input bindings.",
+                    step_key=self.key,
+                ) from None
+
     def _args(self, state: LoopState) -> dict[str, Any]:
-        """The resolved input, once the call is permitted (an approval pauses here)."""
+        """The resolved, schema-checked input, once the call is permitted (an approval pauses here)."""
         args: dict[str, Any] = resolve(self.step.input, state.get("context") or {}, step_key=self.key)
+        self._validate(args)
         name = self.step.tool
         verdict = check(self.loop.permissions, name, self.key)
         if verdict.effect == "approval":

@@ -1,4 +1,6 @@
-"""One call of the support loop in its own process: python _loop_resume_proc.py DB LEDGER THREAD (start TEXT | decide DECISION | state).
+"""One call of the support loop in its own process (used by test_resume_process.py).
+
+python _loop_resume_proc.py DB LEDGER THREAD (start TEXT | decide DECISION | state)
 
 Model and tool calls are appended to LEDGER, so the parent test can count what ran in which process.
 """
@@ -17,9 +19,7 @@ if __name__ == "__main__":
     db, ledger_path, thread, command = sys.argv[1:5]
     ledger = Ledger(Path(ledger_path))
     with sqlite_saver(db) as saver:
-        runner = LoopRunner(
-            support_loop(), llm=support_model(ledger), tools=support_tools(ledger), checkpointer=saver
-        )
+        runner = LoopRunner(support_loop(), llm=support_model(ledger), tools=support_tools(ledger), checkpointer=saver)
         if command == "state":
             print(json.dumps({"state": runner.state(thread)}))
             sys.exit(0)

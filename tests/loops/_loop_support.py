@@ -33,9 +33,7 @@ def support_loop() -> Loop:
                 output=Triage,
                 next=[when("triage.needs_refund == true", "refund"), otherwise("answer")],
             ),
-            "answer": agent_step(
-                tools=["read", "search_docs"], tool_choice=require_tool("search_docs"), next="end"
-            ),
+            "answer": agent_step(tools=["read", "search_docs"], tool_choice=require_tool("search_docs"), next="end"),
             "refund": tool_step(
                 "issue_refund",
                 input={"order_id": ctx("request.order_id"), "reason": "customer"},

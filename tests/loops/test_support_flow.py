@@ -110,7 +110,9 @@ def test_the_stream_shows_the_usual_interrupt_chunk_and_resumes_with_a_decision(
 
 def test_the_stream_of_an_answer_carries_the_agent_steps_text_and_tool_events() -> None:
     loop = runner(Ledger())
-    chunks = list(loop.stream({"request": {"order_id": "A", "text": "password?"}}, thread_id="s2", show_tool_calls=True))
+    chunks = list(
+        loop.stream({"request": {"order_id": "A", "text": "password?"}}, thread_id="s2", show_tool_calls=True)
+    )
     text = "".join(c for c in chunks if isinstance(c, str))
     assert text == "Open Settings > Security to reset your password."
     tools = [(c["phase"], c["tool_name"]) for c in chunks if isinstance(c, dict) and c.get("kind") == "tool"]
