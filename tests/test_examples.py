@@ -27,6 +27,7 @@ EXPECTED = {
     "mcp_tools.py": "[tool:end] echo__add → 42",
     "gateway_audit.py": "marketing blocked   tenant=acme",
     "smart_memory.py": "turn 12: the model sees  5 messages, raw history has 24",
+    "governed_refund.py": "refund issued: R-A-1002 (refunds made: ['A-1002'])",
 }
 
 SCRIPTS = sorted(path.name for path in EXAMPLES.glob("*.py") if path.name not in NOT_RUN)
