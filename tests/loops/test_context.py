@@ -191,3 +191,20 @@ def test_payloads_in_context_values_are_data_not_code(tmp_path: Path, monkeypatc
     assert branch == "yes"  # compared as strings, nothing else
     assert not (tmp_path / "PWNED").exists()
     assert json.dumps(out.context)  # the context stays plain JSON data
+
+
+def test_a_tool_that_raises_fails_the_run_with_its_own_error() -> None:
+    @tool
+    def flaky(order_id: str) -> str:
+        """Always fails."""
+        raise RuntimeError("payment backend down")
+
+    loop = define_loop(
+        "f", start="a", steps={"a": tool_step("flaky", input={"order_id": "1"}, next="end")}, permissions=ALLOW
+    )
+    runner = LoopRunner(loop, tools=[flaky])
+    with pytest.raises(RuntimeError, match="payment backend down"):
+        runner.invoke({"request": {}}, thread_id="t")
+    assert runner.state("t") == "failed"
+    with pytest.raises(UserError, match="no run"):
+        runner.state("never-ran")

@@ -6,7 +6,7 @@ import json
 import pickle
 
 import pytest
-from loops._loop_support import Ledger, Triage, support_loop, support_tools
+from loops._loop_support import Ledger, Triage, support_loop, support_model, support_tools
 
 from ai_utils import (
     Loop,
@@ -151,3 +151,14 @@ def test_loop_errors_survive_pickling() -> None:
     error = LoopDefinitionError("bad", step_key="a")
     again = pickle.loads(pickle.dumps(error))
     assert (str(again), again.step_key) == ("bad", "a")
+
+
+def test_a_loop_read_back_from_json_runs_the_same_flow() -> None:
+    ledger = Ledger()
+    loop = Loop.from_json(json.dumps(support_loop().to_json()))
+    runner = LoopRunner(loop, llm=support_model(ledger), tools=support_tools(ledger))
+    paused = runner.invoke({"request": {"order_id": "J-1", "text": "refund"}}, thread_id="j")
+    assert paused["question"] == "Refunds require human approval."  # type: ignore[index]
+    out = runner.invoke(thread_id="j", decision="approve")
+    assert out.context["triage"] == {"needs_refund": True, "category": "billing"}  # type: ignore[union-attr]
+    assert out.data["refund_id"] == "R-J-1"  # type: ignore[union-attr]
