@@ -8,9 +8,11 @@ paused loop looks like a paused `Agent`: an ``{"kind": "interrupt", ...}`` chunk
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
@@ -24,6 +26,7 @@ from ai_utils.loops._context import LoopResult, jsonable, project
 from ai_utils.loops._events import Events, OnEvent
 from ai_utils.loops._graph import build_graph
 from ai_utils.loops._loop import Loop
+from ai_utils.loops._permissions import APPROVAL_KIND
 from ai_utils.loops._steps import AgentStep
 from ai_utils.streaming._adapter import ChunkAdapter, aadapt, adapt, stream_kwargs
 from ai_utils.streaming._decisions import to_resume
@@ -36,9 +39,11 @@ RunState = Literal["running", "awaiting_approval", "completed", "failed"]
 _ANSWERS = '"approve", "reject", {"type": "approve"} or {"type": "reject", "message": "..."}'
 
 
-def _check_decision(decision: object) -> None:
+def _check_decision(decision: object, pending: Sequence[Any]) -> None:
+    """A loop approval takes approve/reject only; other interrupts (e.g. guardrails') are the mapper's to check."""
+    gates = [i for i in pending if isinstance(i.value, Mapping) and i.value.get("type") == APPROVAL_KIND]
     kind = decision.get("type") if isinstance(decision, Mapping) else decision
-    if kind not in ("approve", "reject"):
+    if gates and kind not in ("approve", "reject"):
         raise UserError(f"A loop approval takes {_ANSWERS}; got decision={decision!r}.")
 
 
@@ -73,9 +78,11 @@ class LoopRunner:
             checkpointer in another process resumes the run. ``None``: an in-memory saver.
         gateway_callbacks: ``[gateway.callback(feature, actor=...)]``: every model call is audited and every
             loop event is written to the gateway's audit sink as a row (``provider="ai_utils.loops"``).
-        on_event: called with each loop event (a dict with ``type``, ``loop``, ``thread_id``, ...).
-        middleware: `create_agent` middleware for every agent step (e.g. ``guardrails("standard")``),
-            run before the loop's permission check.
+        on_event: a sync function called with each loop event (a dict with ``type``, ``loop``, ``thread_id``,
+            ...); an error it raises is logged, never fails the run.
+        middleware: `create_agent` middleware (one, or a list) for every agent step (e.g.
+            ``guardrails("standard")``), run before the loop's permission check. Its own approvals (e.g.
+            `HumanInTheLoopMiddleware`) pause the loop with the usual interrupt chunk and take its decisions.
 
     Raises:
         LoopDefinitionError: a step names a tool that is not in ``tools``, or agent steps without ``llm``.
@@ -93,6 +100,10 @@ class LoopRunner:
         on_event: OnEvent | None = None,
         middleware: Sequence[Any] = (),
     ) -> None:
+        if inspect.iscoroutinefunction(on_event):
+            raise UserError("LoopRunner(on_event=...) must be a plain (sync) function; it is called inside the run.")
+        if isinstance(middleware, AgentMiddleware):
+            middleware = [middleware]
         if not isinstance(loop, Loop):
             raise UserError(f"LoopRunner needs a Loop from define_loop(...), got {loop!r}.")
         by_name = {t.name: t for t in normalize_tools(tools)}
@@ -148,7 +159,7 @@ class LoopRunner:
         if decision is not None:
             if input is not None:
                 raise UserError("Pass either `input` (start a run) or `decision` (answer its approval), not both.")
-            _check_decision(decision)
+            _check_decision(decision, snapshot.interrupts)
             return to_resume(decision, None, pending=snapshot.interrupts)
         if input is None:
             raise UserError("Nothing to run: pass `input` (the context) or `decision` to answer a pending approval.")

@@ -19,6 +19,7 @@ from ai_utils import (
     MemoryAuditSink,
     MemorySaver,
     Route,
+    UserError,
     agent_step,
     define_loop,
     permission,
@@ -124,3 +125,34 @@ def test_require_tool_is_sent_until_the_tool_ran_and_enforced_after() -> None:
     with pytest.raises(LoopError, match="requires the tool 'search_docs'") as caught:
         lazy.invoke({"request": {}}, thread_id="lazy")
     assert caught.value.step_key == "answer"
+
+
+def test_an_approval_raised_by_user_middleware_uses_the_same_interrupt_and_decision_path() -> None:
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+
+    ledger = Ledger()
+    loop = define_loop(
+        "hitl",
+        start="a",
+        steps={"a": agent_step(tools=["search_docs"], next="end")},
+        permissions=[permission("ok", resource="tool", action="call", effect="allow", match={"tool": "*"})],
+        result={"presentation": {"text": {"$context": "a.text"}}},
+    )
+    llm = FakeChatModel([{"tool_calls": [{"name": "search_docs", "args": {"query": "q"}}]}, "Done."])
+    hitl = HumanInTheLoopMiddleware(
+        {"search_docs": {"allowed_decisions": ["approve", "edit", "reject"]}}, interrupt_mode="per_call"
+    )
+    runner = LoopRunner(loop, llm=llm, tools=support_tools(ledger), middleware=hitl, checkpointer=MemorySaver())
+    paused = runner.invoke({"request": {}}, thread_id="h")
+    assert is_interrupt(paused) and paused["tool_name"] == "search_docs" and "edit" in paused["decisions"]
+    assert ledger.count("tool") == 0
+    out = runner.invoke(thread_id="h", decision={"type": "edit", "args": {"query": "edited"}})
+    assert isinstance(out, LoopResult) and out.presentation == {"text": "Done."}
+    assert ledger.rows == [{"kind": "tool", "name": "search_docs", "args": {"query": "edited"}}]
+
+
+def test_on_event_must_be_a_plain_function() -> None:
+    async def listener(event: dict[str, Any]) -> None: ...
+
+    with pytest.raises(UserError, match="sync"):
+        LoopRunner(support_loop(), llm=FakeChatModel(["x"]), tools=support_tools(Ledger()), on_event=listener)
