@@ -28,6 +28,7 @@ EXPECTED = {
     "gateway_audit.py": "marketing blocked   tenant=acme",
     "smart_memory.py": "turn 12: the model sees  5 messages, raw history has 24",
     "governed_refund.py": "refund issued: R-A-1002 (refunds made: ['A-1002'])",
+    "vision_and_images.py": "classify(llm=)  -> style=minimal (confidence 0.93)  P(shop ready)=0.96",
 }
 
 SCRIPTS = sorted(path.name for path in EXAMPLES.glob("*.py") if path.name not in NOT_RUN)

@@ -13,16 +13,22 @@ result.answers["category"].choice      # "billing"
 ```
 
 For many calls, keep a `JevClient` (it reuses connections); for static types, pass a `Questions` class.
+With ``llm=<chat model>`` the same questions are answered without Jev, from the model's label logprobs
+(`ai_utils.jev._logprob`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from ai_utils.exceptions import UserError
 from ai_utils.jev._validation import Provider
 from ai_utils.jev.client import DEFAULT_MODEL, JevClient, QuestionInput, shared_http_client
 from ai_utils.jev.questions import Answer, ClassifyResult, Questions
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
 __all__ = ["aclassify", "classify"]
 
@@ -39,6 +45,7 @@ def classify(
     api_key: str | None = None,
     base_url: str | None = None,
     provider: Provider = "openrouter",
+    llm: BaseChatModel | None = None,
 ) -> ClassifyResult[Q]: ...
 @overload
 def classify(
@@ -50,6 +57,7 @@ def classify(
     api_key: str | None = None,
     base_url: str | None = None,
     provider: Provider = "openrouter",
+    llm: BaseChatModel | None = None,
 ) -> ClassifyResult[dict[str, Answer]]: ...
 def classify(
     state: Any,
@@ -60,6 +68,7 @@ def classify(
     api_key: str | None = None,
     base_url: str | None = None,
     provider: Provider = "openrouter",
+    llm: BaseChatModel | None = None,
 ) -> ClassifyResult[Any]:
     """Ask Jev typed questions about ``state``: choice (one label), noul (P(yes)), score (ordered scale).
 
@@ -73,6 +82,16 @@ def classify(
         base_url: the API root; default ``JEV_BASE_URL`` or ``https://openrouter.ai/api``. Requests go to
             ``{base_url}/alpha/decisions`` (TypeSafe: ``{base_url}/v1/systemone``).
         provider: ``"openrouter"`` (default) or ``"typesafe"`` for TypeSafe's own API.
+        llm: answer with this chat model instead of Jev (no Jev request, no ``OPENROUTER_API_KEY`` needed):
+            one request per question asks for a one-token label with ``logprobs``/``top_logprobs`` (20), and
+            the label probabilities are renormalised over the labels. Labels are unambiguous single tokens:
+            choice options are shown as letters ``A``..``Z`` (so at most 26 labels) and mapped back to your
+            labels, score levels as digits ``0``..``9``, a noul as ``Yes``/``No``; token variants such as
+            ``" a"`` count for their label. noul = P(Yes), score = expected level, confidence as Jev's.
+            ``result.model`` is the model that answered, ``.usage`` sums the requests' tokens, ``.id`` is None.
+            The model must return logprobs (OpenAI, vLLM, llama.cpp, recent Ollama, many OpenRouter
+            providers; not reasoning models). The Jev options (``model``, ``timeout``, ``api_key``,
+            ``base_url``, ``provider``) do not apply: configure the chat model instead.
 
     Returns:
         `ClassifyResult`: ``.answers`` (a dict, or an instance of the `Questions` class), ``.model``,
@@ -82,7 +101,14 @@ def classify(
         UserError: no API key, or invalid questions/state; raised before any request.
         JevAPIError: a non-2xx reply (408/429/5xx are retried twice first, honouring ``retry-after``).
         JevTimeoutError: no answer within ``timeout``.
+        UserError: with ``llm``, a model reply without logprobs (naming the model), or a Jev option passed too.
+        ModelOutputError: with ``llm``, no label among the first answer token's alternatives.
     """
+    if llm is not None:
+        from ai_utils.jev._logprob import classify_with_llm
+
+        _check_llm_options(model=model, timeout=timeout, api_key=api_key, base_url=base_url, provider=provider)
+        return classify_with_llm(llm, state, questions)
     client = JevClient(
         api_key=api_key, base_url=base_url, provider=provider, model=model, timeout=timeout,
         http_client=shared_http_client(),
@@ -100,6 +126,7 @@ async def aclassify(
     api_key: str | None = None,
     base_url: str | None = None,
     provider: Provider = "openrouter",
+    llm: BaseChatModel | None = None,
 ) -> ClassifyResult[Q]: ...
 @overload
 async def aclassify(
@@ -111,6 +138,7 @@ async def aclassify(
     api_key: str | None = None,
     base_url: str | None = None,
     provider: Provider = "openrouter",
+    llm: BaseChatModel | None = None,
 ) -> ClassifyResult[dict[str, Answer]]: ...
 async def aclassify(
     state: Any,
@@ -121,8 +149,28 @@ async def aclassify(
     api_key: str | None = None,
     base_url: str | None = None,
     provider: Provider = "openrouter",
+    llm: BaseChatModel | None = None,
 ) -> ClassifyResult[Any]:
-    """Async `classify`: the same arguments, result and errors. Cancelling the task aborts the HTTP request."""
+    """Async `classify`: the same arguments, result and errors. Cancelling the task aborts the HTTP request.
+
+    With ``llm``, the requests (one per question) run concurrently.
+    """
+    if llm is not None:
+        from ai_utils.jev._logprob import aclassify_with_llm
+
+        _check_llm_options(model=model, timeout=timeout, api_key=api_key, base_url=base_url, provider=provider)
+        return await aclassify_with_llm(llm, state, questions)
     async with JevClient(api_key=api_key, base_url=base_url, provider=provider, model=model, timeout=timeout) as client:
         result: ClassifyResult[Any] = await client.aclassify(state, questions)
     return result
+
+
+def _check_llm_options(**options: Any) -> None:
+    defaults = {"model": DEFAULT_MODEL, "timeout": None, "api_key": None, "base_url": None, "provider": "openrouter"}
+    given = [name for name, value in options.items() if value != defaults[name]]
+    if given:
+        raise UserError(
+            f"classify(..., llm=...) answers with the chat model, so {', '.join(f'`{n}`' for n in given)} "
+            "(Jev options) would be ignored. Drop them and configure the chat model instead, "
+            "e.g. get_llm(..., timeout=10)."
+        )

@@ -15,9 +15,11 @@ from langchain_core.decisions import (
     ScoreAnswer,
     State,
 )
+from langchain_core.language_models import BaseChatModel
 from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 
 from ai_utils.jev import _protocol as proto
+from ai_utils.jev._logprob import aclassify_with_llm, classify_with_llm
 from ai_utils.jev._validation import Provider
 from ai_utils.jev.client import JevClient, shared_http_client, ssl_context
 from ai_utils.jev.questions import Answer, ClassifyResult
@@ -43,9 +45,12 @@ class JevDecisionModel(BaseDecisionModel):
         timeout: seconds per request, retries included (default 30).
         provider: ``"openrouter"`` (default) or ``"typesafe"``.
         max_retries: retries of 408/429/5xx replies (default 2).
+        llm: answer with this chat model's label logprobs instead of Jev, as ``classify(..., llm=...)`` does
+            (no Jev key needed; the Jev options are then unused), so the decision middleware runs on any
+            OpenAI-compatible model that returns logprobs.
 
     Raises:
-        UserError: at construction when no API key is given or set.
+        UserError: at construction when no API key is given or set (and no ``llm``).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -56,11 +61,18 @@ class JevDecisionModel(BaseDecisionModel):
     timeout: float | None = None
     provider: Provider = "openrouter"
     max_retries: int = proto.DEFAULT_MAX_RETRIES
+    llm: BaseChatModel | None = Field(default=None, repr=False)
 
-    _client: JevClient = PrivateAttr()
+    _client: JevClient | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _make_client(self) -> JevDecisionModel:
+        if self.llm is not None:
+            if self.model == proto.DEFAULT_MODEL:  # traces then name the model that really answers
+                self.model = str(
+                    getattr(self.llm, "model_name", None) or getattr(self.llm, "model", None) or self.model
+                )
+            return self
         self._client = JevClient(
             api_key=self.api_key.get_secret_value() if self.api_key is not None else None,
             base_url=self.base_url,
@@ -74,15 +86,25 @@ class JevDecisionModel(BaseDecisionModel):
 
     @property
     def _provider(self) -> str:
-        return self.provider
+        return self.llm._llm_type if self.llm is not None else self.provider
+
+    @property
+    def _jev(self) -> JevClient:
+        if self._client is None:  # pragma: no cover - built by the validator whenever llm is None
+            raise RuntimeError("JevDecisionModel has no Jev client")
+        return self._client
 
     def _classify(self, state: State, questions: dict[str, Question]) -> ClassifierResponse:
-        return _to_langchain(self._client.classify(state, questions))
+        if self.llm is not None:
+            return _to_langchain(classify_with_llm(self.llm, state, questions))
+        return _to_langchain(self._jev.classify(state, questions))
 
     async def _aclassify(self, state: State, questions: dict[str, Question]) -> ClassifierResponse:
+        if self.llm is not None:
+            return _to_langchain(await aclassify_with_llm(self.llm, state, questions))
         # A fresh pooled async client per call: an httpx.AsyncClient cannot move between event loops.
         async with httpx.AsyncClient(verify=ssl_context()) as http:
-            result = await self._client._aclassify_with(http, state, questions, model=None, timeout=None)
+            result = await self._jev._aclassify_with(http, state, questions, model=None, timeout=None)
         return _to_langchain(result)
 
 

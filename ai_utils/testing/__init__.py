@@ -1,7 +1,7 @@
 """Public test doubles: fake chat models and a fake Jev server.
 
 The chat models stream, call tools and return structured output; the Jev server speaks the real decisions
-protocol over HTTP on 127.0.0.1.
+protocol and `FakeOpenAIServer` the OpenAI Chat Completions protocol (logprobs, images) over HTTP on 127.0.0.1.
 
 ```python
 from ai_utils.testing import FakeChatModel
@@ -16,14 +16,18 @@ from __future__ import annotations
 from ai_utils.testing.audit import MemoryAuditSink
 from ai_utils.testing.jev_server import FakeJevServer, JevAnswerFunction, RecordedJevRequest
 from ai_utils.testing.models import FakeChatModel, FunctionChatModel, sequence_model, static_model
+from ai_utils.testing.openai_server import FakeOpenAIServer, OpenAIReplyFunction, RecordedRequest
 
 __all__ = [
     "FakeChatModel",
     "FakeJevServer",
+    "FakeOpenAIServer",
     "FunctionChatModel",
     "JevAnswerFunction",
     "MemoryAuditSink",
+    "OpenAIReplyFunction",
     "RecordedJevRequest",
+    "RecordedRequest",
     "sequence_model",
     "static_model",
 ]

@@ -16,13 +16,14 @@ from langchain_core.messages.ai import UsageMetadata
 from langchain_core.messages.tool import ToolCall, ToolCallChunk, tool_call, tool_call_chunk
 
 from ai_utils.exceptions import UserError
+from ai_utils.testing._logprobs import check_logprobs, first_token, token_logprobs
 
 __all__ = ["Reply", "check_reply", "message_to_chunks", "to_ai_message"]
 
 Reply = str | AIMessage | Mapping[str, Any]
 """One scripted model reply: plain text, a ready `AIMessage`, or a mapping (see `to_ai_message`)."""
 
-_REPLY_KEYS = frozenset({"content", "tool_calls", "reasoning"})
+_REPLY_KEYS = frozenset({"content", "tool_calls", "reasoning", "logprobs"})
 _PIECES = re.compile(r"\S+\s*|\s+")
 REASONING_KEY = "reasoning_content"
 
@@ -46,13 +47,17 @@ def check_reply(reply: object, *, where: str) -> None:
         )
     unknown = sorted(set(reply) - _REPLY_KEYS)
     if unknown:
-        raise UserError(f"{where} has unknown keys {unknown!r}. Use only 'content', 'tool_calls' and 'reasoning'.")
+        raise UserError(
+            f"{where} has unknown keys {unknown!r}. Use only 'content', 'tool_calls', 'reasoning' and 'logprobs'."
+        )
     content = reply.get("content", "")
     if not isinstance(content, (str, list)):
         raise UserError(f"{where}['content'] must be a str or a list of content blocks, got {content!r}.")
     reasoning = reply.get("reasoning")
     if reasoning is not None and not isinstance(reasoning, str):
         raise UserError(f"{where}['reasoning'] must be a str, got {reasoning!r}.")
+    if "logprobs" in reply and (problem := check_logprobs(reply["logprobs"], where=f"{where}['logprobs']")):
+        raise UserError(problem + '. Use e.g. {"A": -0.1, "B": -2.4}.')
     calls = reply.get("tool_calls", [])
     if isinstance(calls, (str, bytes)) or not isinstance(calls, Sequence):
         raise UserError(f"{where}['tool_calls'] must be a list of mappings, got {calls!r}.")
@@ -93,10 +98,12 @@ def to_ai_message(
 ) -> AIMessage:
     """Build the complete `AIMessage` for one model call.
 
-    A mapping may hold ``content`` (str), ``tool_calls`` (``[{"name", "args", "id"?}]``) and
-    ``reasoning`` (str, stored as ``additional_kwargs["reasoning_content"]``). Tool calls without an
-    id get ``call_<call_no>_<index>``. Usage metadata (word counts) and response metadata are added
-    unless the reply already carries them.
+    A mapping may hold ``content`` (str), ``tool_calls`` (``[{"name", "args", "id"?}]``),
+    ``reasoning`` (str, stored as ``additional_kwargs["reasoning_content"]``) and ``logprobs``
+    (token -> log-probability of the first answer token, stored as ``response_metadata["logprobs"]`` in
+    the OpenAI shape that ``classify(..., llm=...)`` reads; ``content`` defaults to the likeliest token).
+    Tool calls without an id get ``call_<call_no>_<index>``. Usage metadata (word counts) and response
+    metadata are added unless the reply already carries them.
 
     Args:
         reply: the scripted reply.
@@ -119,10 +126,18 @@ def to_ai_message(
             tool_call(name=c["name"], args=dict(c.get("args", {})), id=c.get("id")) for c in reply.get("tool_calls", [])
         ]
         reasoning = reply.get("reasoning")
+        logprobs = reply.get("logprobs")
+        content = reply.get("content", "")
+        scripted_metadata: dict[str, Any] = {}
+        if logprobs:
+            content = content or first_token(logprobs)
+            pieces = content.split() if isinstance(content, str) and content.split() else [first_token(logprobs)]
+            scripted_metadata["logprobs"] = {"content": token_logprobs(pieces, logprobs, len(logprobs))}
         message = AIMessage(
-            content=reply.get("content", ""),
+            content=content,
             tool_calls=_with_ids(calls, call_no),
             additional_kwargs={REASONING_KEY: reasoning} if reasoning else {},
+            response_metadata=scripted_metadata,
         )
     if message.usage_metadata is None:
         message.usage_metadata = _usage(messages, message)

@@ -221,7 +221,9 @@ class FakeChatModel(_ScriptedChatModel):
 
     Each reply is a ``str``, an ``AIMessage`` or a mapping
     ``{"content": str, "tool_calls": [{"name", "args", "id"?}], "reasoning": str}`` (all keys
-    optional; missing tool-call ids become ``call_<call number>_<index>``). Streaming yields the
+    optional; missing tool-call ids become ``call_<call number>_<index>``). A mapping's ``"logprobs"``
+    (``{"A": -0.1, "B": -2.4}``: token -> log-probability of the first answer token) becomes
+    ``response_metadata["logprobs"]`` in the OpenAI shape, for ``classify(..., llm=...)``. Streaming yields the
     reasoning (as ``additional_kwargs["reasoning_content"]``, a ``{"type": "reasoning"}`` content
     block), the text in word pieces and the tool calls as ``tool_call_chunks``; every reply carries
     small word-count ``usage_metadata``. Running out of replies raises `UserError`.

@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from _openai_server import openai_server as openai_server
 
 from ai_utils.testing.jev_server import FakeJevServer
 

@@ -12,13 +12,24 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = ROOT / "tests" / "typing" / "check_classify.py"
 BAD = ROOT / "tests" / "typing" / "check_classify_errors.py"
+LLM = ROOT / "tests" / "typing" / "check_classify_llm.py"
 
 
 @pytest.fixture(scope="module")
 def mypy_output() -> str:
     """One mypy run over both files (the analysis of ai_utils and LangChain is the slow part)."""
     run = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-color-output", str(GOOD), str(BAD)],
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--follow-imports=silent",
+            "--no-color-output",
+            str(GOOD),
+            str(BAD),
+            str(LLM),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -35,7 +46,8 @@ def errors_in(output: str, path: Path) -> dict[int, str]:
 
 def test_mypy_infers_typed_answers_and_label_literals(mypy_output: str) -> None:
     assert errors_in(mypy_output, GOOD) == {}
-    assert "checked 2 source files" in mypy_output
+    assert errors_in(mypy_output, LLM) == {}  # classify(..., llm=...) keeps the typed form
+    assert "checked 3 source files" in mypy_output
 
 
 def test_mypy_rejects_misspelt_labels_and_question_names(mypy_output: str) -> None:

@@ -9,12 +9,14 @@ import textwrap
 import pytest
 
 import ai_utils.testing
-from ai_utils.testing import FakeChatModel, FunctionChatModel
+from ai_utils.testing import FakeChatModel, FunctionChatModel, openai_server
 
 _CODE = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
 
-@pytest.mark.parametrize("documented", [ai_utils.testing, FakeChatModel, FunctionChatModel], ids=lambda o: o.__name__)
+@pytest.mark.parametrize(
+    "documented", [ai_utils.testing, FakeChatModel, FunctionChatModel, openai_server], ids=lambda o: o.__name__
+)
 def test_docstring_examples_run(documented: object) -> None:
     blocks = _CODE.findall(inspect.getdoc(documented) or "")
 

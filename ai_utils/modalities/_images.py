@@ -1,0 +1,121 @@
+"""Images for chat models: URLs pass through; paths, bytes and data URLs become checked base64 data URLs.
+
+The format is read from the content (magic bytes), never from a file name or a data URL's label, so
+a PNG saved as ``photo.jpg`` is sent as ``image/png``. Four fixed signatures (PNG, JPEG, GIF, WebP:
+what OpenAI-compatible vision APIs accept) do not justify a sniffing dependency.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeAlias, get_args
+
+from ai_utils.exceptions import UserError
+
+__all__ = ["Detail", "ImageInput", "image_parts", "image_url", "sniff"]
+
+ImageInput: TypeAlias = str | os.PathLike[str] | bytes | bytearray | memoryview
+"""An image: an ``http(s)://`` URL, a ``data:`` URL (base64), a file path, or the raw bytes."""
+Detail: TypeAlias = Literal["auto", "low", "high"]
+"""OpenAI's ``image_url.detail``: how finely the model looks (``low`` is cheaper)."""
+
+_FORMATS = "PNG, JPEG, GIF or WebP"
+
+
+def sniff(head: bytes | bytearray | memoryview) -> str | None:
+    """The MIME type of an image from its first bytes (12 are enough), or ``None`` for another format."""
+    head = bytes(head[:12])
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _not_an_image(where: str, head: bytes | bytearray | memoryview) -> UserError:
+    return UserError(
+        f"{where} is not a {_FORMATS} image (it starts with {bytes(head[:8])!r}). "
+        "Convert it to one of these formats, or pass an http(s) URL."
+    )
+
+
+def _encode(data: bytes | bytearray | memoryview, where: str) -> str:
+    mime = sniff(data)
+    if mime is None:
+        raise _not_an_image(where, data)
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def _data_url(url: str, where: str) -> str:
+    header, comma, payload = url.partition(",")
+    if not comma or not header.lower().endswith(";base64"):
+        raise UserError(f"{where} is a data URL that is not base64 ({_short(header)}). Use data:image/...;base64,...")
+    try:
+        head = base64.b64decode(payload[:16], validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise UserError(f"{where} is a data URL whose payload is not valid base64 ({exc}).") from exc
+    mime = sniff(head)
+    if mime is None:
+        raise _not_an_image(where, head)
+    if header[len("data:") :].lower().split(";", 1)[0] == mime:
+        return url
+    return f"data:{mime};base64,{payload}"  # mislabelled: send the content's real type
+
+
+def image_url(image: ImageInput, *, where: str = "the image") -> str:
+    """The URL to send for one image: an http(s) URL unchanged, anything else as a checked data URL.
+
+    Raises:
+        UserError: not a URL, data URL, existing file or bytes, or not a PNG/JPEG/GIF/WebP image.
+    """
+    if isinstance(image, bytes | bytearray | memoryview):
+        return _encode(image, where)
+    if isinstance(image, str):
+        scheme = image[:8].lower()
+        if scheme.startswith(("http://", "https://")):
+            return image
+        if scheme.startswith("data:"):
+            return _data_url(image, where)
+    if not isinstance(image, str | os.PathLike):
+        raise UserError(
+            f"{where} is a {type(image).__name__}; pass an http(s) URL, a data URL, a file path or the image bytes."
+        )
+    path = Path(image)
+    if not path.is_file():
+        raise UserError(
+            f"{where} {_short(str(image))} is not an http(s) URL, a data: URL or an existing file. "
+            "Check the path, or pass the image bytes."
+        )
+    return _encode(path.read_bytes(), f"{where} ({path.name})")
+
+
+def image_parts(images: ImageInput | Sequence[ImageInput], detail: Detail) -> list[dict[str, Any]]:
+    """OpenAI-style ``image_url`` content parts for one image or a list of them.
+
+    Raises:
+        UserError: no images, an unknown ``detail``, or a bad image (see `image_url`).
+    """
+    if detail not in get_args(Detail):
+        raise UserError(f"Unknown detail {detail!r}. Use 'auto', 'low' or 'high'.")
+    items: Sequence[ImageInput] = (
+        [images] if isinstance(images, str | bytes | bytearray | memoryview | os.PathLike) else images
+    )
+    if not isinstance(items, Sequence) or not items:
+        raise UserError(f"`images` must be one image or a non-empty list of images, got {_short(images)}.")
+    return [
+        {"type": "image_url", "image_url": {"url": image_url(image, where=f"images[{index}]"), "detail": detail}}
+        for index, image in enumerate(items)
+    ]

@@ -1,0 +1,114 @@
+"""`LocalHTTPServer`: a stdlib HTTP server on a free 127.0.0.1 port, in a daemon thread, for the fake servers.
+
+Subclasses implement `handle(handler, raw_body) -> (status, body, headers)`; this class owns the
+socket, the thread, keep-alive connections (dropped on `stop`) and single-write responses.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["LocalHTTPServer"]
+
+
+class LocalHTTPServer:
+    """Lifecycle of a fake server: `start` (idempotent), `stop`, `port`."""
+
+    def __init__(self, *, name: str) -> None:
+        self._name = name
+        self._lock = threading.Lock()
+        self._connections: set[socket.socket] = set()
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def handle(self, handler: BaseHTTPRequestHandler, raw: bytes) -> tuple[int, bytes, dict[str, str]]:
+        """Answer one request: ``(status, body, extra headers)``."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        """Start serving on a free port of 127.0.0.1 (idempotent)."""
+        if self._httpd is None:
+            httpd = _Server(("127.0.0.1", 0), _make_handler(self))
+            self._httpd = httpd
+            self._thread = threading.Thread(
+                target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, name=self._name, daemon=True
+            )
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop serving and drop open connections."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on."""
+        if self._httpd is None:
+            raise RuntimeError(f"{self._name} is not running; call start() or use it in a `with` block.")
+        return int(self._httpd.server_address[1])
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # the default 5 drops SYNs under 10+ concurrent connects (1 s retransmit)
+
+
+def _make_handler(server: LocalHTTPServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def setup(self) -> None:
+            super().setup()
+            with server._lock:
+                server._connections.add(self.connection)
+
+        def finish(self) -> None:
+            with server._lock:
+                server._connections.discard(self.connection)
+            try:
+                super().finish()
+            except OSError:
+                pass
+
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                status, data, headers = server.handle(self, raw)
+            except Exception as exc:  # a broken test rule must show up as a reply, not a hung client
+                message = f"{type(server).__name__} error: {type(exc).__name__}: {exc}"
+                status, data, headers = 500, json.dumps({"error": {"message": message}}).encode(), {}
+            self._send(status, data, {"Content-Type": "application/json", **headers})
+
+        do_POST = _answer
+        do_GET = _answer
+
+        def _send(self, status: int, data: bytes, headers: Mapping[str, str]) -> None:
+            lines = [f"HTTP/1.1 {status} {self.responses.get(status, ('Error',))[0]}"]
+            lines += [f"{key}: {value}" for key, value in headers.items()]
+            lines += [f"Content-Length: {len(data)}", "", ""]
+            # One write: a separate body write would meet Nagle + delayed ACK (40 ms) on some stacks.
+            self.wfile.write("\r\n".join(lines).encode("latin-1") + data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler
