@@ -57,3 +57,35 @@ def test_a_rejection_given_in_a_new_process_fails_the_run_without_refunding(tmp_
     second = call(db, path, "t-2", "decide", "reject")  # ... another one rejects it
     assert second["error"] == "LoopPermissionDeniedError" and second["state"] == "failed"
     assert ledger.count("tool", "issue_refund") == 0 and ledger.count("model") == 2
+
+
+AGENT_PROC = PROC.with_name("_loop_agent_proc.py")
+
+
+def test_an_approved_model_tool_call_resumes_inside_the_agent_step_in_a_new_process(tmp_path: Path) -> None:
+    db, path = tmp_path / "loops.sqlite", tmp_path / "calls.jsonl"
+    ledger = Ledger(path)
+
+    def run(command: str) -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, str(AGENT_PROC), str(db), str(path), command],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=AGENT_PROC.parent,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first = run("start")
+    assert first["state"] == "awaiting_approval" and first["out"]["tool_name"] == "refund_order"
+    assert [(r["kind"], r["name"]) for r in ledger.rows] == [("model", "helper"), ("tool", "lookup")]
+    second = run("approve")
+    assert second == {"out": {"text": "Refunded order 1."}, "state": "completed"}
+    # The parallel lookup and the first model call did not run again; the gated call ran once.
+    assert [(r["kind"], r["name"]) for r in ledger.rows] == [
+        ("model", "helper"),
+        ("tool", "lookup"),
+        ("tool", "refund_order"),
+        ("model", "helper"),
+    ]
