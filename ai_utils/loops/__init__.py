@@ -10,17 +10,16 @@ out = runner.invoke({"request": {...}}, thread_id="t1")
 from ai_utils.exceptions import LoopDefinitionError, LoopError, LoopPermissionDeniedError
 from ai_utils.loops._context import LoopResult
 from ai_utils.loops._loop import Loop, define_loop
+from ai_utils.loops._rules import Permission, permission
 from ai_utils.loops._steps import (
     AgentStep,
     Otherwise,
-    Permission,
     RequireTool,
     ToolStep,
     When,
     agent_step,
     ctx,
     otherwise,
-    permission,
     require_tool,
     tool_step,
     when,

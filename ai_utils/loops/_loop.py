@@ -14,18 +14,16 @@ from typing import Any
 
 from ai_utils.exceptions import LoopDefinitionError
 from ai_utils.loops._cel import Program, compile_expression
+from ai_utils.loops._rules import Permission, permission_from_json
 from ai_utils.loops._steps import (
     END,
     AgentStep,
     Next,
-    Otherwise,
-    Permission,
     Step,
     ToolStep,
     When,
     check_bindings,
     is_binding,
-    permission_from_json,
     step_from_json,
 )
 
@@ -293,9 +291,3 @@ def define_loop(
         protected_roots=protected,
         programs=programs,
     )
-
-
-def otherwise_target(next: tuple[When | Otherwise, ...]) -> str | None:
-    """The ``otherwise`` target of a transition list, if it has one."""
-    last = next[-1]
-    return last.target if isinstance(last, Otherwise) else None

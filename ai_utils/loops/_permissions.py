@@ -20,7 +20,8 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
 
 from ai_utils.loops._events import Events
-from ai_utils.loops._steps import Effect, Permission, RequireTool
+from ai_utils.loops._rules import Effect, Permission
+from ai_utils.loops._steps import RequireTool
 
 __all__ = ["APPROVAL_KIND", "LoopToolChoice", "LoopToolGate", "Verdict", "ask_approval", "check", "is_approved"]
 
