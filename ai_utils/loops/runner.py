@@ -162,7 +162,12 @@ class LoopRunner:
             _check_decision(decision, snapshot.interrupts)
             return to_resume(decision, None, pending=snapshot.interrupts)
         if input is None:
-            raise UserError("Nothing to run: pass `input` (the context) or `decision` to answer a pending approval.")
+            if snapshot.next and not snapshot.interrupts:
+                return None  # a run cut short (a raising tool, a crash): go on from its last stored step
+            raise UserError(
+                f"Nothing to run on thread {thread_id!r}: pass `input` (the context), `decision` to answer a "
+                "pending approval, or neither to continue a run that stopped half-way."
+            )
         if snapshot.interrupts:
             raise UserError(
                 f"Thread {thread_id!r} waits for an approval; answer it with `decision='approve'` or "
@@ -200,6 +205,9 @@ class LoopRunner:
         self, input: Mapping[str, Any] | None = None, *, thread_id: str, decision: Decision | None = None
     ) -> LoopResult | Interrupt:
         """Run the loop from its start, or resume a paused run with ``decision``.
+
+        With neither ``input`` nor ``decision``, a run that stopped half-way (a tool raised, the process died)
+        continues from its last stored step; steps that completed do not run again.
 
         Args:
             input: the caller-seeded context, e.g. ``{"request": {"order_id": "A-1"}}``.

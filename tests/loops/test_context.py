@@ -208,3 +208,41 @@ def test_a_tool_that_raises_fails_the_run_with_its_own_error() -> None:
     assert runner.state("t") == "failed"
     with pytest.raises(UserError, match="no run"):
         runner.state("never-ran")
+
+
+def test_a_run_cut_short_by_a_raising_tool_continues_from_its_last_stored_step() -> None:
+    calls: list[str] = []
+
+    @tool
+    def fetch(order_id: str) -> str:
+        """Fetch an order."""
+        calls.append("fetch")
+        return "order 1"
+
+    @tool
+    def charge(order_id: str) -> str:
+        """Charge an order; the first call fails."""
+        calls.append("charge")
+        if calls.count("charge") == 1:
+            raise RuntimeError("payment backend down")
+        return "charged"
+
+    loop = define_loop(
+        "retry",
+        start="fetch",
+        steps={
+            "fetch": tool_step("fetch", input={"order_id": "1"}, next="charge"),
+            "charge": tool_step("charge", input={"order_id": "1"}, next="end"),
+        },
+        permissions=ALLOW,
+        result={"data": ctx("charge")},
+    )
+    runner = LoopRunner(loop, tools=[fetch, charge])
+    with pytest.raises(RuntimeError):
+        runner.invoke({"request": {}}, thread_id="t")
+    assert runner.state("t") == "failed"
+    out = runner.invoke(thread_id="t")
+    assert isinstance(out, LoopResult) and out.data == "charged"
+    assert calls == ["fetch", "charge", "charge"] and runner.state("t") == "completed"
+    with pytest.raises(UserError, match="Nothing to run"):
+        runner.invoke(thread_id="t")
