@@ -9,7 +9,7 @@ paused loop looks like a paused `Agent`: an ``{"kind": "interrupt", ...}`` chunk
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from langchain.agents.middleware import AgentMiddleware
@@ -251,21 +251,31 @@ class LoopRunner:
         """Run (or resume) the loop and yield the agent steps' text and, when asked, tool events.
 
         A paused run ends with one ``{"kind": "interrupt", ...}`` chunk; read a completed run's projection
-        with `result`. Arguments as in `invoke`.
+        with `result`. Arguments as in `invoke`; they are checked before this returns.
 
         Raises:
             LoopPermissionDeniedError, LoopError: after the last chunk, when the run failed.
         """
         config = self._config(thread_id)
         graph_input = self._graph_input(input, thread_id, decision, self.graph.get_state(config))
+        parts = self.graph.stream(graph_input, config, durability="sync", **stream_kwargs())
+        return self._chunks(parts, ChunkAdapter(show_tool_calls=show_tool_calls))
+
+    def _chunks(self, parts: Iterator[Any], adapter: ChunkAdapter) -> Iterator[StreamChunk]:
         last: dict[str, Any] = {}
-        parts: Iterable[dict[str, Any]] = self.graph.stream(graph_input, config, durability="sync", **stream_kwargs())
-        lifted = (self._lift(part, last) for part in parts)
-        yield from adapt(lifted, ChunkAdapter(show_tool_calls=show_tool_calls))
+
+        def lifted() -> Iterator[dict[str, Any]]:
+            try:
+                for part in parts:
+                    yield self._lift(part, last)
+            finally:
+                parts.close()  # type: ignore[attr-defined]  # a consumer that stops early stops the run
+
+        yield from adapt(lifted(), adapter)
         if last.get("status") == "failed" and last.get("error"):
             _raise_failure(last["error"])
 
-    async def astream(
+    def astream(
         self,
         input: Mapping[str, Any] | None = None,
         *,
@@ -273,19 +283,30 @@ class LoopRunner:
         decision: Decision | None = None,
         show_tool_calls: bool = False,
     ) -> AsyncIterator[StreamChunk]:
-        """Async twin of `stream`."""
+        """Async twin of `stream` (the thread's pending approval is read when iteration starts)."""
         config = self._config(thread_id)
+        return self._achunks(input, thread_id, decision, config, ChunkAdapter(show_tool_calls=show_tool_calls))
+
+    async def _achunks(
+        self,
+        input: Mapping[str, Any] | None,
+        thread_id: str,
+        decision: Decision | None,
+        config: RunnableConfig,
+        adapter: ChunkAdapter,
+    ) -> AsyncIterator[StreamChunk]:
         graph_input = self._graph_input(input, thread_id, decision, await self.graph.aget_state(config))
+        parts = self.graph.astream(graph_input, config, durability="sync", **stream_kwargs())
         last: dict[str, Any] = {}
-        parts: AsyncIterable[dict[str, Any]] = self.graph.astream(
-            graph_input, config, durability="sync", **stream_kwargs()
-        )
 
         async def lifted() -> AsyncIterator[dict[str, Any]]:
-            async for part in parts:
-                yield self._lift(part, last)
+            try:
+                async for part in parts:
+                    yield self._lift(part, last)
+            finally:
+                await parts.aclose()  # a consumer that stops early stops the run
 
-        async for chunk in aadapt(lifted(), ChunkAdapter(show_tool_calls=show_tool_calls)):
+        async for chunk in aadapt(lifted(), adapter):
             yield chunk
         if last.get("status") == "failed" and last.get("error"):
             _raise_failure(last["error"])

@@ -130,3 +130,15 @@ async def test_ainvoke_and_astream_follow_the_same_flow() -> None:
     chunks = [c async for c in loop.astream({"request": {"order_id": "B-2", "text": "password"}}, thread_id="a2")]
     assert "".join(c for c in chunks if isinstance(c, str)).startswith("Open Settings")
     assert ledger.count("tool", "issue_refund") == 1
+
+
+def test_stream_checks_its_arguments_before_returning() -> None:
+    from ai_utils import UserError
+
+    loop = runner(Ledger())
+    with pytest.raises(UserError, match="thread_id"):
+        loop.stream({"request": {}}, thread_id="")
+    with pytest.raises(UserError, match="not both"):
+        loop.stream({"request": {}}, thread_id="x", decision="approve")
+    with pytest.raises(UserError, match="thread_id"):
+        loop.astream({"request": {}}, thread_id="")
