@@ -62,18 +62,18 @@ def error_state(error: LoopError) -> dict[str, Any]:
 class _Node:
     """What every step node shares: routing, writing the result, events, failing the run."""
 
-    def run(self, state: LoopState, config: RunnableConfig) -> Command[Any]:
-        raise NotImplementedError
-
-    async def arun(self, state: LoopState, config: RunnableConfig) -> Command[Any]:
-        raise NotImplementedError
-
     def __init__(self, loop: Loop, key: str, events: Events) -> None:
         self.loop = loop
         self.key = key
         self.events = events
         self.next = loop.steps[key].next
         self.writes = loop.writes(key)
+
+    def run(self, state: LoopState, config: RunnableConfig) -> Command[Any]:
+        raise NotImplementedError
+
+    async def arun(self, state: LoopState, config: RunnableConfig) -> Command[Any]:
+        raise NotImplementedError
 
     def _route(self, context: Mapping[str, Any]) -> str:
         if isinstance(self.next, str):
@@ -100,7 +100,9 @@ class _Node:
             ) from error
         if not isinstance(value, bool):
             raise LoopError(
-                f"Step {self.key!r}: when({item.expr!r}) gave {value!r}, not a bool. Make it a condition.",
+                # The type only: the value comes from the context and may be a secret.
+                f"Step {self.key!r}: when({item.expr!r}) gave a {type(value).__name__}, not a bool. "
+                "Make it a condition.",
                 step_key=self.key,
             )
         return value

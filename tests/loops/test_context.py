@@ -246,3 +246,16 @@ def test_a_run_cut_short_by_a_raising_tool_continues_from_its_last_stored_step()
     assert calls == ["fetch", "charge", "charge"] and runner.state("t") == "completed"
     with pytest.raises(UserError, match="Nothing to run"):
         runner.invoke(thread_id="t")
+
+
+def test_a_when_that_is_not_a_condition_fails_without_showing_the_value() -> None:
+    loop = define_loop(
+        "nb",
+        start="judge",
+        steps={"judge": agent_step(next=[when("request.token", "end"), otherwise("end")])},
+        permissions=ALLOW,
+    )
+    runner = LoopRunner(loop, llm=FakeChatModel(["ok"]))
+    with pytest.raises(LoopError, match="gave a str, not a bool") as caught:
+        runner.invoke({"request": {"token": "sk-live-secret"}}, thread_id="t")
+    assert "sk-live-secret" not in str(caught.value)
