@@ -118,8 +118,10 @@ def _check_urls(presentation: Any) -> None:
         if isinstance(action, Mapping) and action.get("type") == "open_url":
             url = action.get("url")
             if not isinstance(url, str) or not url.lower().startswith("https://"):
+                # The scheme only: a resolved URL may carry tokens in its query.
+                shown = url.split(":", 1)[0] + ":" if isinstance(url, str) and ":" in url else type(url).__name__
                 raise LoopError(
-                    f"result.presentation.actions[{index}] (open_url) resolved to url={url!r}; only https:// "
+                    f"result.presentation.actions[{index}] (open_url) resolved to a {shown!r} URL; only https:// "
                     "URLs are allowed. Make the step that produces it return an https URL."
                 )
 

@@ -101,8 +101,9 @@ def test_an_open_url_action_resolving_to_a_non_https_url_fails_the_projection() 
     ok = runner.invoke({"request": {"url": "https://preview.example.com/1"}}, thread_id="ok")
     assert isinstance(ok, LoopResult)
     assert ok.presentation["actions"][0]["url"] == "https://preview.example.com/1"
-    with pytest.raises(LoopError, match="only https://"):
+    with pytest.raises(LoopError, match="only https://") as caught:
         runner.invoke({"request": {"url": "javascript:alert(document.cookie)"}}, thread_id="bad")
+    assert "'javascript:'" in str(caught.value) and "cookie" not in str(caught.value)
 
 
 def test_a_tool_step_input_that_does_not_fit_the_tool_schema_is_a_loop_error_without_the_value() -> None:
