@@ -38,7 +38,7 @@ def targets(next: Next) -> list[str]:
     return [next] if isinstance(next, str) else [item.target for item in next]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Loop:
     """A governed loop definition, made by `define_loop`; run it with `LoopRunner`.
 
@@ -58,6 +58,13 @@ class Loop:
     result: Mapping[str, Any] | None
     protected_roots: frozenset[str]
     programs: Mapping[str, Program] = field(repr=False, compare=False)
+
+    def __eq__(self, other: object) -> bool:
+        """Two loops are equal when their JSON forms are (so ``Loop.from_json(loop.to_json()) == loop``)."""
+        return isinstance(other, Loop) and self.to_json() == other.to_json()
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self.to_json(), sort_keys=True))
 
     def writes(self, step_key: str) -> str:
         """The context path a step writes: its ``save_as``, else its key."""

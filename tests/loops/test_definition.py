@@ -125,7 +125,8 @@ def test_a_loop_round_trips_through_json() -> None:
     data = loop.to_json()
     text = json.dumps(data)
     again = Loop.from_json(json.loads(text))
-    assert again.to_json() == data
+    assert again.to_json() == data and again == loop
+    assert again != Loop.from_json({**data, "name": "other"})
     assert Loop.from_json(text).to_json() == data
     assert list(again.steps) == ["triage", "answer", "refund"]
     assert data["steps"]["refund"]["input"] == {"order_id": {"$context": "request.order_id"}, "reason": "customer"}
