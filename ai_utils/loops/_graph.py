@@ -14,6 +14,7 @@ as started twice (the runner sends the first step's ``started``).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from langgraph.types import Checkpointer, Command, GraphOutput
 from pydantic import BaseModel, ValidationError
 from typing_extensions import TypedDict
 
+from ai_utils._structured import InvalidReply, parse_json_reply
 from ai_utils.agents._state import AgentState
 from ai_utils.exceptions import LoopError, LoopPermissionDeniedError
 from ai_utils.loops._context import jsonable, resolve, write_path
@@ -37,6 +39,8 @@ from ai_utils.loops._steps import END as END_KEY
 from ai_utils.loops._steps import AgentStep, Otherwise, RequireTool, ToolStep, When
 
 __all__ = ["LoopState", "build_graph", "error_state"]
+
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
 class LoopState(TypedDict, total=False):
@@ -149,10 +153,29 @@ class _AgentNode(_Node):
                 f"Step {self.key!r} requires the tool {choice.name!r}, but the model answered without calling it.",
                 step_key=self.key,
             )
-        if self.step.output is not None:
-            return jsonable(values.get("structured_response"))
         text = next((m.text for m in reversed(messages) if isinstance(m, AIMessage)), "")
-        return {"text": text}
+        if self.step.output is None:
+            return {"text": text}
+        structured = values.get("structured_response")
+        return jsonable(structured if structured is not None else self._parse(text))
+
+    def _parse(self, text: str) -> Any:
+        """A structured answer the model gave as JSON text instead of through the schema tool."""
+        output = self.step.output
+        try:
+            if isinstance(output, type):
+                return parse_json_reply(text, output)
+            value = json.loads(_FENCE.sub(r"\1", text.strip()))
+            if isinstance(value, dict):
+                return value
+        except (InvalidReply, ValueError):
+            pass
+        name = output.__name__ if isinstance(output, type) else (output or {}).get("title", "output")
+        raise LoopError(
+            f"Step {self.key!r} needs a structured answer ({name}), but the model gave none that validates. "
+            "Use a model with tool calling or structured output.",
+            step_key=self.key,
+        )
 
     def run(self, state: LoopState, config: RunnableConfig) -> Command[Any]:
         try:

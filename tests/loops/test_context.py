@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from langchain_core.tools import tool
+from pydantic import BaseModel
 
 from ai_utils import (
     FakeChatModel,
@@ -260,3 +261,27 @@ def test_a_when_that_is_not_a_condition_fails_without_showing_the_value() -> Non
     with pytest.raises(LoopError, match="gave a str, not a bool") as caught:
         runner.invoke({"request": {"token": "sk-live-secret"}}, thread_id="t")
     assert "sk-live-secret" not in str(caught.value)
+
+
+class Verdict(BaseModel):
+    ok: bool
+
+
+def verdict_loop() -> Any:
+    return define_loop(
+        "v",
+        start="judge",
+        steps={"judge": agent_step(output=Verdict, next=[when("judge.ok", "end"), otherwise("end")])},
+        permissions=ALLOW,
+        result={"data": ctx("judge")},
+    )
+
+
+def test_a_structured_answer_given_as_json_text_is_validated_into_the_output() -> None:
+    runner = LoopRunner(verdict_loop(), llm=FakeChatModel(['```json\n{"ok": true}\n```']))
+    out = runner.invoke({"request": {}}, thread_id="t")
+    assert isinstance(out, LoopResult) and out.data == {"ok": True}
+    bad = LoopRunner(verdict_loop(), llm=FakeChatModel(["yes, it is fine"]))
+    with pytest.raises(LoopError, match=r"needs a structured answer \(Verdict\)") as caught:
+        bad.invoke({"request": {}}, thread_id="t")
+    assert caught.value.step_key == "judge"
