@@ -9,6 +9,7 @@ out = runner.invoke({"request": {...}}, thread_id="t1")
 
 from ai_utils.exceptions import LoopDefinitionError, LoopError, LoopPermissionDeniedError
 from ai_utils.loops._context import LoopResult
+from ai_utils.loops._events import LoopEvent
 from ai_utils.loops._loop import Loop, define_loop
 from ai_utils.loops._rules import Permission, permission
 from ai_utils.loops._steps import (
@@ -31,6 +32,7 @@ __all__ = [
     "Loop",
     "LoopDefinitionError",
     "LoopError",
+    "LoopEvent",
     "LoopPermissionDeniedError",
     "LoopResult",
     "LoopRunner",

@@ -23,7 +23,20 @@ logger = logging.getLogger("ai_utils.loops")
 EventType = Literal[
     "loop.step.started", "loop.step.completed", "loop.transition", "permission.result", "approval.required"
 ]
-LoopEvent = dict[str, Any]
+
+
+class LoopEvent(dict[str, Any]):
+    """One loop event: a JSON-ready dict (``event["type"]``) whose keys also read as attributes (``event.type``)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
 OnEvent = Callable[[LoopEvent], Any]
 
 
@@ -57,7 +70,7 @@ class Events:
         """Send one event; a failing ``on_event`` is logged, never breaks the run."""
         if not self.active:
             return
-        event: LoopEvent = {"type": type_, "loop": self.loop, "thread_id": thread_id or _thread_id(), **fields}
+        event = LoopEvent(type=type_, loop=self.loop, thread_id=thread_id or _thread_id(), **fields)
         if self.on_event is not None:
             try:
                 self.on_event(event)

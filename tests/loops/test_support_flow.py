@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -42,6 +43,8 @@ def test_a_question_is_triaged_and_answered_with_the_required_search() -> None:
     transitions = [(e["from_step_key"], e["to_step_key"]) for e in events if e["type"] == "loop.transition"]
     assert transitions == [("triage", "answer"), ("answer", "end")]
     assert {e["thread_id"] for e in events} == {"q1"}
+    assert events[0].type == "loop.step.started" and events[0].loop == "support-flow"  # attribute access too
+    assert json.loads(json.dumps(events[0])) == events[0]
 
 
 def test_a_refund_waits_for_approval_and_runs_once_when_approved() -> None:
