@@ -285,3 +285,21 @@ def test_a_structured_answer_given_as_json_text_is_validated_into_the_output() -
     with pytest.raises(LoopError, match=r"needs a structured answer \(Verdict\)") as caught:
         bad.invoke({"request": {}}, thread_id="t")
     assert caught.value.step_key == "judge"
+
+
+def test_a_cycle_runs_its_agent_steps_afresh_on_each_visit_until_it_exits() -> None:
+    loop = define_loop(
+        "review",
+        start="draft",
+        steps={
+            "draft": agent_step(prompt="Draft.", next="review"),
+            "review": agent_step(prompt="Review.", next=[when('review.text == "ok"', "end"), otherwise("draft")]),
+        },
+        permissions=ALLOW,
+        result={"presentation": {"text": ctx("draft.text")}},
+    )
+    llm = FakeChatModel(["v1", "again", "v2", "ok"])
+    out = LoopRunner(loop, llm=llm).invoke({"request": {}}, thread_id="t")
+    assert isinstance(out, LoopResult) and out.presentation == {"text": "v2"}
+    assert [len(call) for call in llm.calls] == [2, 2, 2, 2]  # system + this visit's context, nothing older
+    assert '"again"' in llm.calls[2][-1].text  # the second draft sees the review
