@@ -175,6 +175,13 @@ def _check_write(key: str, step: Step, protected: frozenset[str]) -> None:
             )
     if isinstance(step, ToolStep):
         check_bindings(step.input, where=f"step {key!r} input", step_key=key)
+        try:
+            json.dumps(step.input)
+        except (TypeError, ValueError) as error:
+            raise LoopDefinitionError(
+                f"Step {key!r}: input must be JSON data and ctx(...) bindings ({error}); pass plain values.",
+                step_key=key,
+            ) from error
     if isinstance(step, AgentStep):
         choice = step.tool_choice
         if choice is not None and not isinstance(choice, str) and choice.name not in step.tools:

@@ -45,6 +45,7 @@ def test_ctx_is_the_plain_context_binding_object() -> None:
         ({"a": agent_step(next=[when("true", "ghost")])}, "a", "names 'ghost'", "a"),
         ({"a": agent_step(next="b"), "b": agent_step(next="a")}, "a", "can never reach 'end'", "a"),
         ({"end": agent_step(next="end")}, "end", "not allowed", "end"),
+        ({"a": tool_step("t", input={"when": object()}, next="end")}, "a", "must be JSON data", "a"),
         ({"request": agent_step(next="end")}, "request", "protected context root", "request"),
         (
             {"a": tool_step("t", input={}, save_as="request.x", next="end")},
