@@ -89,3 +89,23 @@ def test_an_approved_model_tool_call_resumes_inside_the_agent_step_in_a_new_proc
         ("tool", "refund_order"),
         ("model", "helper"),
     ]
+
+
+CRASH_PROC = PROC.with_name("_loop_crash_proc.py")
+
+
+def test_a_run_killed_mid_step_continues_in_a_new_process_without_redoing_finished_steps(tmp_path: Path) -> None:
+    db, path = tmp_path / "loops.sqlite", tmp_path / "calls.jsonl"
+    ledger = Ledger(path)
+    args = [sys.executable, str(CRASH_PROC), str(db), str(path)]
+    died = subprocess.run([*args, "start"], capture_output=True, text=True, timeout=120, cwd=CRASH_PROC.parent)
+    assert died.returncode == 1
+    assert [r["name"] for r in ledger.rows] == ["fetch", "charge"]
+    done = subprocess.run([*args, "continue"], capture_output=True, text=True, timeout=120, cwd=CRASH_PROC.parent)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+        "before": "running",
+        "data": "charged 12.00 for C-1",
+        "after": "completed",
+    }
+    assert [r["name"] for r in ledger.rows] == ["fetch", "charge", "charge"]  # fetch did not run again
