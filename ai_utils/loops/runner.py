@@ -57,6 +57,13 @@ def _raise_failure(error: Mapping[str, Any]) -> None:
     raise LoopError(message, step_key=step_key, path=error.get("path"))
 
 
+def _error_type(error: object) -> str:
+    """The exception class name of a stored task error (a checkpoint keeps it as ``"Name('message')"``)."""
+    if isinstance(error, BaseException):
+        return type(error).__name__
+    return str(error).split("(", 1)[0]
+
+
 class LoopRunner:
     """Runs a governed `Loop`: steps, permissions on every tool call, approvals that survive restarts.
 
@@ -342,10 +349,23 @@ class LoopRunner:
         Raises:
             LoopError: the run failed (the error it failed with), or it is still running.
         """
-        snapshot = self.graph.get_state(self._config(thread_id))
+        return self._stored_outcome(self.graph.get_state(self._config(thread_id)), thread_id)
+
+    async def aresult(self, thread_id: str) -> LoopResult | Interrupt:
+        """Async twin of `result`."""
+        return self._stored_outcome(await self.graph.aget_state(self._config(thread_id)), thread_id)
+
+    def _stored_outcome(self, snapshot: StateSnapshot, thread_id: str) -> LoopResult | Interrupt:
         state = self._snapshot_state(snapshot, thread_id)
         if state == "running":
             raise LoopError(f"Thread {thread_id!r} is still running; its result is not there yet.")
+        crashed = next((task for task in snapshot.tasks if task.error), None)
+        if crashed is not None:
+            raise LoopError(
+                f"Thread {thread_id!r} failed in step {crashed.name!r} ({_error_type(crashed.error)}). "
+                "Continue it with invoke(thread_id=...) once the cause is fixed.",
+                step_key=crashed.name,
+            )
         return self._outcome(snapshot.values, snapshot.interrupts, thread_id)
 
     def __repr__(self) -> str:

@@ -243,6 +243,9 @@ def test_a_run_cut_short_by_a_raising_tool_continues_from_its_last_stored_step()
     with pytest.raises(RuntimeError):
         runner.invoke({"request": {}}, thread_id="t")
     assert runner.state("t") == "failed"
+    with pytest.raises(LoopError, match="failed in step 'charge' \\(RuntimeError\\)") as caught:
+        runner.result("t")
+    assert caught.value.step_key == "charge"
     out = runner.invoke(thread_id="t")
     assert isinstance(out, LoopResult) and out.data == "charged"
     assert calls == ["fetch", "charge", "charge"] and runner.state("t") == "completed"
