@@ -13,6 +13,7 @@ A chunk is one of:
 - ``ToolEvent`` — a tool call started / ended (only with ``show_tool_calls=True``);
 - ``ReasoningEvent`` — reasoning text of the model (only with ``show_reasoning=True``);
 - ``SubagentEvent`` — text of a subagent or nested graph (only with ``show_subagents=True``);
+- ``CustomEvent`` — data a node or tool wrote with LangGraph's ``get_stream_writer()``;
 - ``ErrorEvent`` — the last line of an HTTP stream that failed mid-run.
 
 An interrupt chunk is always the last chunk of a run. Answer it with
@@ -29,6 +30,7 @@ from typing import Any, Literal, NotRequired, TypeAlias, TypeGuard, cast
 from typing_extensions import TypedDict
 
 __all__ = [
+    "CustomEvent",
     "Decision",
     "ErrorEvent",
     "InterruptBatch",
@@ -38,6 +40,7 @@ __all__ = [
     "SubagentEvent",
     "ToolEvent",
     "aiter_ndjson",
+    "is_custom_event",
     "is_error_event",
     "is_interrupt",
     "is_interrupt_batch",
@@ -60,6 +63,7 @@ class InterruptEvent(TypedDict):
         decisions: allowed answers, e.g. ``["approve", "edit", "reject"]``.
         tool_name: the tool waiting for approval; ``None`` for a plain ``interrupt()``.
         args: the tool call's arguments; ``None`` for a plain ``interrupt()``.
+        options: the choices of a plain ``interrupt({"question": ..., "options": [...]})``, as given.
     """
 
     kind: Literal["interrupt"]
@@ -68,6 +72,7 @@ class InterruptEvent(TypedDict):
     decisions: list[str]
     tool_name: str | None
     args: dict[str, Any] | None
+    options: NotRequired[list[Any]]
 
 
 class InterruptBatch(TypedDict):
@@ -132,21 +137,43 @@ class SubagentEvent(TypedDict):
     name: NotRequired[str]
 
 
+class CustomEvent(TypedDict):
+    """Data a graph node or tool wrote with LangGraph's ``get_stream_writer()`` (``stream_mode="custom"``).
+
+    Attributes:
+        kind: always ``"custom"``.
+        data: the value passed to the writer, unchanged.
+        namespace: the subgraph's namespace, when a subgraph (e.g. a subagent) wrote it.
+    """
+
+    kind: Literal["custom"]
+    data: Any
+    namespace: NotRequired[list[str]]
+
+
 class ErrorEvent(TypedDict):
     """The stream failed; this is its last line.
+
+    Over HTTP (``StreamResponse``) a failure before the first line is the whole body instead, as JSON with
+    status 400 (a `UserError`) or 500.
 
     Attributes:
         kind: always ``"error"``.
         type: the exception class name, e.g. ``"ProviderError"``.
-        message: the exception's message.
+        message: the exception's message for ai_utils' own errors; for any other error a generic text
+            (unless the server exposes errors).
+        error_id: the id the server logged the failure under (for errors other than a ``UserError``).
     """
 
     kind: Literal["error"]
     type: str
     message: str
+    error_id: NotRequired[str]
 
 
-StreamChunk: TypeAlias = str | InterruptEvent | InterruptBatch | ToolEvent | ReasoningEvent | SubagentEvent | ErrorEvent
+StreamChunk: TypeAlias = (
+    str | InterruptEvent | InterruptBatch | ToolEvent | ReasoningEvent | SubagentEvent | CustomEvent | ErrorEvent
+)
 """One item of ``agent.stream(...)`` or one line of a ``StreamResponse`` body."""
 
 Decision: TypeAlias = str | Mapping[str, Any]
@@ -182,6 +209,11 @@ def is_reasoning_event(chunk: object) -> TypeGuard[ReasoningEvent]:
 def is_subagent_event(chunk: object) -> TypeGuard[SubagentEvent]:
     """Tell whether ``chunk`` is a ``SubagentEvent``."""
     return _kind(chunk) == "subagent"
+
+
+def is_custom_event(chunk: object) -> TypeGuard[CustomEvent]:
+    """Tell whether ``chunk`` is a ``CustomEvent`` (``get_stream_writer()`` data)."""
+    return _kind(chunk) == "custom"
 
 
 def is_error_event(chunk: object) -> TypeGuard[ErrorEvent]:

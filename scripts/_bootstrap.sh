@@ -18,7 +18,9 @@ fi
 export UV_PROJECT_ENVIRONMENT="$root/.venv"
 export UV_PYTHON_DOWNLOADS=never
 echo "==> syncing .venv from uv.lock" >&2
-.tools/bin/uv sync --quiet --locked --all-extras --python python3
+# --locked: the project's own dependencies are exactly uv.lock's; --inexact: packages you added to .venv
+# yourself (`.venv/bin/pip install jupyterlab`) are kept, not removed on every run.
+.tools/bin/uv sync --quiet --locked --inexact --all-extras --python python3
 
 if [ "${1:-}" = "--services" ]; then
     if ! command -v npm >/dev/null 2>&1; then

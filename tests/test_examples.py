@@ -23,7 +23,7 @@ EXPECTED = {
     "agent_memory_approval.py": "outbox: ['to bob@example.com: Meeting moved to 3 pm.']",
     "deep_agent.py": "files in the workspace folder: ['index.html']",
     "jev_tool_caller.py": "return: cancel_order (confidence 0.80) -> order B-42 cancelled",
-    "rag_search.py": "[tool:end] search_docs → Die Frühschicht beginnt um 6 Uhr",
+    "rag_search.py": "[tool:end] search_docs → [company_id: c1] Die Frühschicht beginnt um 6 Uhr",
     "mcp_tools.py": "[tool:end] echo__add → 42",
     "gateway_audit.py": "marketing blocked   tenant=acme",
     "smart_memory.py": "turn 12: the model sees  5 messages, raw history has 24",

@@ -3,7 +3,8 @@
 One sync handler with ``run_inline=True``: LangChain then calls it directly on the async path too instead of
 hopping to a thread per event (that hop measured 1.6–1.8x per agent turn). Its methods are cheap: build the row,
 hand it to the sink, return. ``raise_error=True`` lets a policy denial (and, in required audit mode, a failed
-audit write) stop the run.
+audit write) stop the run. In required mode a ``pending`` row is written before the provider call and completed
+after it, so a sink that cannot write fails the call before any token is produced.
 """
 
 from __future__ import annotations
@@ -317,6 +318,13 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         )
         denial = next((d for d in decisions if not d.allowed), None)
         if denial is None:
+            if self.gateway.audit_mode == "required":
+                # Before the provider call: with a failing sink nothing is streamed, nothing is spent.
+                try:
+                    self.gateway._write_audit(self._entry(pending, "pending", 0.0))
+                except GatewayError as err:
+                    self._emit("llm.call.failed", pending, 0.0, error_type="audit", error_message=str(err))
+                    raise
             self._pending[run_id] = pending
             self._emit("llm.call.started", pending)
             return

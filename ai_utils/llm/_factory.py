@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, Final, Literal, get_args
 
+import openai
 from langchain_core.language_models import BaseChatModel
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
-from ai_utils.exceptions import UserError
+from ai_utils.exceptions import ProviderError, UserError
 from ai_utils.llm._claude_cli import ChatClaudeCLI
 from ai_utils.llm._cli import CLIChatModel, Reasoning
 from ai_utils.llm._codex_cli import ChatCodexCLI
@@ -119,6 +122,57 @@ def _openrouter_extra_body(extra_body: Any, *, reasoning: str | None, data_safe:
     return body or None
 
 
+def _check_kwargs(provider: str, kwargs: Mapping[str, Any]) -> None:
+    """Refuse keyword arguments the model class does not take (``temprature=``): they would reach the API."""
+    fields = ChatOpenAICompatible.model_fields
+    known = set(fields) | {f.alias for f in fields.values() if f.alias}
+    unknown = [key for key in kwargs if key not in known]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+        hint = f" Did you mean {close[0]}=?" if close else ""
+        raise UserError(
+            f"get_llm({provider!r}) got an unknown argument {unknown[0]}=.{hint} Provider-specific request "
+            "parameters go in `model_kwargs={...}` or `extra_body={...}`."
+        )
+
+
+def _no_server(url: str, error: Exception) -> ProviderError:
+    return ProviderError(
+        f"No local model server answered at {url} ({error}). Start it (e.g. `ollama serve`) or point "
+        "LOCAL_LLM_BASE_URL (or base_url=...) at the running server.",
+        provider="local",
+    )
+
+
+class _LocalChatModel(ChatOpenAICompatible):
+    """`ChatOpenAICompatible` for ``provider="local"``: a server that is not running is named by its URL."""
+
+    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        try:
+            return super()._generate(*args, **kwargs)
+        except openai.APIConnectionError as error:
+            raise _no_server(str(self.openai_api_base), error) from error
+
+    async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        try:
+            return await super()._agenerate(*args, **kwargs)
+        except openai.APIConnectionError as error:
+            raise _no_server(str(self.openai_api_base), error) from error
+
+    def _stream(self, *args: Any, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        try:
+            yield from super()._stream(*args, **kwargs)
+        except openai.APIConnectionError as error:
+            raise _no_server(str(self.openai_api_base), error) from error
+
+    async def _astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+        try:
+            async for chunk in super()._astream(*args, **kwargs):
+                yield chunk
+        except openai.APIConnectionError as error:
+            raise _no_server(str(self.openai_api_base), error) from error
+
+
 def _compatible(
     provider: str,
     model: str,
@@ -130,6 +184,7 @@ def _compatible(
     base_url: str,
     kwargs: dict[str, Any],
 ) -> ChatOpenAICompatible:
+    _check_kwargs(provider, kwargs)
     params: dict[str, Any] = {"model": model, "api_key": api_key, "base_url": base_url, **kwargs}
     if temperature is not None:
         params["temperature"] = temperature
@@ -144,7 +199,7 @@ def _compatible(
     if provider == "openai":
         # Let ChatOpenAI route Responses-API-only models (e.g. "-pro") there; compatible servers get Chat Completions.
         params.setdefault("use_responses_api", None)
-    return ChatOpenAICompatible(**params)
+    return _LocalChatModel(**params) if provider == "local" else ChatOpenAICompatible(**params)
 
 
 def _cli(provider: str, model: str, *, reasoning: Reasoning | None, kwargs: dict[str, Any]) -> CLIChatModel:

@@ -1,7 +1,7 @@
 """THE chunk adapter: LangGraph ``version="v2"`` stream parts -> client ``StreamChunk``s.
 
 Every wrapper (Agent, DeepAgent, JevToolCaller) runs its graph with ``**stream_kwargs()``
-(``stream_mode=["messages", "updates"], subgraphs=True, version="v2"``) and feeds each part to one
+(``stream_mode=["messages", "updates", "custom"], subgraphs=True, version="v2"``) and feeds each part to one
 ``ChunkAdapter``; ``adapt``/``aadapt`` do exactly that. Sources:
 
 - text: ``AIMessageChunk``/``AIMessage`` parts of the ``messages`` mode at the root namespace from a
@@ -10,6 +10,8 @@ Every wrapper (Agent, DeepAgent, JevToolCaller) runs its graph with ``**stream_k
 - tool start (``show_tool_calls``): the complete ``tool_calls`` of the AIMessage in a root ``updates``
   part of a model node, once per tool call id; tool end: root ``ToolMessage`` parts, once per id;
 - subagent (``show_subagents``): text of any part with a non-empty namespace;
+- custom: every ``custom`` part (``get_stream_writer()`` data) as ``{"kind": "custom", "data"}``, with the
+  ``namespace`` when a subgraph wrote it; always on, since a writer only writes when asked to;
 - interrupts: ``updates["__interrupt__"]`` at any namespace, deduplicated by interrupt id and emitted
   by ``finish()`` as one chunk (an interrupt ends the run, so it is always the last chunk; collecting
   them first is what turns several pending interrupts into one batch).
@@ -25,7 +27,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Interrupt
 
-from ai_utils.client import StreamChunk, SubagentEvent, ToolEvent
+from ai_utils.client import CustomEvent, StreamChunk, SubagentEvent, ToolEvent
 from ai_utils.streaming._interrupts import interrupt_chunk
 
 __all__ = ["ChunkAdapter", "aadapt", "adapt", "stream_kwargs"]
@@ -35,9 +37,9 @@ def stream_kwargs() -> dict[str, Any]:
     """The ``graph.stream``/``graph.astream`` keyword arguments the adapter expects.
 
     Returns:
-        A fresh ``{"stream_mode": ["messages", "updates"], "subgraphs": True, "version": "v2"}``.
+        A fresh ``{"stream_mode": ["messages", "updates", "custom"], "subgraphs": True, "version": "v2"}``.
     """
-    return {"stream_mode": ["messages", "updates"], "subgraphs": True, "version": "v2"}
+    return {"stream_mode": ["messages", "updates", "custom"], "subgraphs": True, "version": "v2"}
 
 
 def _messages_of(update: object) -> list[Any]:
@@ -117,6 +119,11 @@ class ChunkAdapter:
             return self._on_message(part["ns"], message, metadata)
         if kind == "updates":
             return self._on_updates(part["ns"], part["data"])
+        if kind == "custom":
+            event: CustomEvent = {"kind": "custom", "data": part["data"]}
+            if part["ns"]:
+                event["namespace"] = list(part["ns"])
+            return [event]
         return []
 
     def finish(self) -> list[StreamChunk]:
