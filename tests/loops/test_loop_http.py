@@ -1,4 +1,4 @@
-"""A loop behind a real NDJSON endpoint: the approval card, the decision, and a denial as the error line."""
+"""A loop behind a real NDJSON endpoint: the approval card, the decision, and a denial as the error object."""
 
 from __future__ import annotations
 
@@ -31,7 +31,10 @@ def test_a_refund_is_paused_approved_or_rejected_over_http(serve: Callable[..., 
 
     def post(**body: Any) -> list[Any]:
         response = httpx.post(f"{server.base_url}/loop", json=body, timeout=30)
-        assert response.headers["content-type"].startswith("application/x-ndjson")
+        if response.headers["content-type"].startswith("application/json"):  # failed before its first line
+            assert response.status_code == 500
+            return [response.json()]
+        assert response.status_code == 200 and response.headers["content-type"].startswith("application/x-ndjson")
         return list(iter_ndjson(response.text.splitlines()))
 
     refund = {"request": {"order_id": "H-1", "text": "refund please"}}
