@@ -91,9 +91,13 @@ class LoopRunner:
             ``guardrails("standard")``), run before the loop's permission check. Its own approvals (e.g.
             `HumanInTheLoopMiddleware`) pause the loop with the usual interrupt chunk and take its decisions.
 
+    Attributes:
+        loop: the definition.
+        graph: the compiled LangGraph `StateGraph` (one node per step; ``graph.get_graph().draw_mermaid()``).
+
     Raises:
         LoopDefinitionError: a step names a tool that is not in ``tools``, or agent steps without ``llm``.
-        UserError: bad ``tools``.
+        UserError: bad ``tools``, or an async ``on_event``.
     """
 
     def __init__(

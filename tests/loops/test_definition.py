@@ -164,3 +164,10 @@ def test_a_loop_read_back_from_json_runs_the_same_flow() -> None:
     out = runner.invoke(thread_id="j", decision="approve")
     assert out.context["triage"] == {"needs_refund": True, "category": "billing"}  # type: ignore[union-attr]
     assert out.data["refund_id"] == "R-J-1"  # type: ignore[union-attr]
+
+
+def test_the_runner_exposes_the_compiled_state_graph() -> None:
+    runner = LoopRunner(support_loop(), llm=static_model("x"), tools=support_tools(Ledger()))
+    drawing = runner.graph.get_graph().draw_mermaid(with_styles=False)
+    for edge in ("__start__ --> triage", "triage -.-> refund", "triage -.-> answer", "refund -.-> __end__"):
+        assert edge in drawing
