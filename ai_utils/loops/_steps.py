@@ -269,7 +269,9 @@ def agent_step(
 ) -> AgentStep:
     """A model turn: the model sees the context, may call ``tools`` (each call permission-checked) and answers.
 
-    The answer is saved in the context under the step key: ``{"text": ...}``, or the ``output`` model's fields.
+    The step runs a fresh `create_agent` graph: ``prompt`` is its system prompt and the loop context so far
+    is its one human message (``Loop context (JSON):`` and the JSON). The answer is saved in the context under
+    the step key: ``{"text": ...}``, or the ``output`` model's fields.
 
     Args:
         prompt: the step's system prompt.
