@@ -3,6 +3,7 @@
 ```
 AiUtilsError(Exception)              # root: `except ai_utils.AiUtilsError` catches everything we raise
 ├── UserError                        # a caller mistake: bad argument, unknown provider, missing key
+│   └── ModelProfileError            #   a model profile that cannot be resolved (fail closed); .profile
 ├── ModelOutputError                 # a model's reply failed validation after every retry; .errors, .attempts
 ├── ProviderError                    # a provider/CLI call failed; .provider
 ├── JevError                         # ai_utils.jev.errors
@@ -36,6 +37,7 @@ __all__ = [
     "LoopError",
     "LoopPermissionDeniedError",
     "ModelOutputError",
+    "ModelProfileError",
     "ProviderError",
     "UserError",
 ]
@@ -47,6 +49,27 @@ class AiUtilsError(Exception):
 
 class UserError(AiUtilsError):
     """The caller used ai_utils wrongly: a bad argument, a missing key or setting."""
+
+
+class ModelProfileError(UserError):
+    """A model profile cannot be resolved: unknown, a cycle, too deep, too many models, or not allowed.
+
+    Resolution fails closed: no model is picked when the configuration is wrong.
+
+    Attributes:
+        profile: the profile name the problem is about.
+    """
+
+    def __init__(self, message: str, *, profile: str) -> None:
+        super().__init__(message)
+        self.profile = profile
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_model_profile_error, (str(self), self.profile))
+
+
+def _rebuild_model_profile_error(message: str, profile: str) -> ModelProfileError:
+    return ModelProfileError(message, profile=profile)
 
 
 class ModelOutputError(AiUtilsError):

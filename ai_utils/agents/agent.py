@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from langgraph.types import Checkpointer
 
     from ai_utils.gateway.actions import ActionRegistry
+    from ai_utils.routing.modes import ModeRouter
     from ai_utils.tools.registry import ToolRegistry
 
 __all__ = ["Agent"]
@@ -80,6 +81,10 @@ class Agent(GraphRunner):
             middleware read via their runtime; ``context`` itself is never stored in checkpoints.
         durability: when checkpoints are written: ``"sync"`` (default: each step is stored before the next
             starts, so a crash loses nothing), ``"async"`` or ``"exit"`` (LangGraph's modes).
+        modes: a mode router (``KeywordModeRouter(...)``): each turn's user message picks a mode; the model then
+            sees only that mode's tools and the mode instruction, a call to another tool is refused, and the turn
+            gets at most the mode's ``max_tool_iterations`` tool rounds. ``stream(show_tool_calls=True)`` starts
+            with ``{"kind": "mode", "mode", "tools"}``.
 
     Raises:
         UserError: for duplicate tool names, approval without a checkpointer, a bad ``output`` or MCP config,
@@ -111,6 +116,7 @@ class Agent(GraphRunner):
         context_schema: type[Any] | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
         actions: ActionRegistry | None = None,
+        modes: ModeRouter | None = None,
         retries: int = 2,
         **unknown: Never,
     ) -> None:
@@ -145,6 +151,11 @@ class Agent(GraphRunner):
         if self._servers:
             import ai_utils.tools.mcp  # noqa: F401  # fail now, not mid-run, when the `mcp` extra is missing
         stack = list(middleware)
+        if modes is not None:
+            from ai_utils.routing._middleware import ModeMiddleware
+
+            stack.append(ModeMiddleware(modes))
+        self.modes = modes
         hook_fns = (before_tool_call, after_tool_call, should_break_early, on_provider_error)
         if max_iterations is not None or any(fn is not None for fn in hook_fns):
             stack.append(
