@@ -156,3 +156,37 @@ def test_on_event_must_be_a_plain_function() -> None:
 
     with pytest.raises(UserError, match="sync"):
         LoopRunner(support_loop(), llm=FakeChatModel(["x"]), tools=support_tools(Ledger()), on_event=listener)
+
+
+def test_guardrails_plug_into_the_agent_steps() -> None:
+    from ai_utils import guardrails
+
+    fetched: list[str] = []
+
+    def fetch_url(url: str) -> str:
+        """Fetch a page."""
+        fetched.append(url)
+        return "token: sk-proj-4fGh7Jk2Lm9Np3Qr5St8Uv1Wx6Yz0Ab2Cd"
+
+    loop = define_loop(
+        "guarded",
+        start="browse",
+        steps={"browse": agent_step(tools=["fetch_url"], next="end")},
+        permissions=[permission("web", resource="tool", action="call", effect="allow", match={"tool": "fetch_url"})],
+        result={"presentation": {"text": {"$context": "browse.text"}}},
+    )
+    calls = [
+        {"name": "fetch_url", "args": {"url": "http://169.254.169.254/latest/meta-data"}},
+        {"name": "fetch_url", "args": {"url": "https://example.com/docs"}},
+    ]
+    llm = FakeChatModel([{"tool_calls": calls}, "Found sk-proj-4fGh7Jk2Lm9Np3Qr5St8Uv1Wx6Yz0Ab2Cd there."])
+    decisions: list[dict[str, Any]] = []
+    runner = LoopRunner(
+        loop, llm=llm, tools=[fetch_url], middleware=guardrails("standard", on_decision=decisions.append)
+    )
+    out = runner.invoke({"request": {}}, thread_id="g")
+    assert isinstance(out, LoopResult)
+    assert fetched == ["https://example.com/docs"]  # the metadata address never left
+    assert "sk-proj" not in str(llm.calls[1]) and "sk-proj" not in str(out.context)
+    assert out.presentation == {"text": "Found [REDACTED:openai_api_key] there."}
+    assert {d["policy_id"] for d in decisions} >= {"network.private", "secret.openai_api_key"}
