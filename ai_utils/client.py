@@ -11,6 +11,8 @@ A chunk is one of:
 - ``InterruptEvent`` — the run paused for a human decision on one tool call (or a plain ``interrupt()``);
 - ``InterruptBatch`` — several decisions are pending at once; ``items`` holds one ``InterruptEvent`` each;
 - ``ToolEvent`` — a tool call started / ended (only with ``show_tool_calls=True``);
+- ``ModeEvent`` — the mode a turn was routed to, first chunk of the turn (``Agent(modes=...)`` with
+  ``show_tool_calls=True``);
 - ``ReasoningEvent`` — reasoning text of the model (only with ``show_reasoning=True``);
 - ``SubagentEvent`` — text of a subagent or nested graph (only with ``show_subagents=True``);
 - ``CustomEvent`` — data a node or tool wrote with LangGraph's ``get_stream_writer()``;
@@ -39,6 +41,7 @@ __all__ = [
     "ErrorEvent",
     "InterruptBatch",
     "InterruptEvent",
+    "ModeEvent",
     "ReasoningEvent",
     "StreamChunk",
     "StreamLine",
@@ -53,6 +56,7 @@ __all__ = [
     "is_error_event",
     "is_interrupt",
     "is_interrupt_batch",
+    "is_mode_event",
     "is_reasoning_event",
     "is_subagent_event",
     "is_tool_event",
@@ -118,6 +122,20 @@ class ToolEvent(TypedDict):
     args: NotRequired[dict[str, Any]]
     output: NotRequired[str]
     status: NotRequired[Literal["success", "error"]]
+
+
+class ModeEvent(TypedDict):
+    """The mode the turn was routed to (``Agent(modes=router)``); the turn's first chunk.
+
+    Attributes:
+        kind: always ``"mode"``.
+        mode: the mode's name, e.g. ``"assessment"``.
+        tools: the tools the model is offered in this mode.
+    """
+
+    kind: Literal["mode"]
+    mode: str
+    tools: list[str]
 
 
 class ReasoningEvent(TypedDict):
@@ -248,6 +266,7 @@ StreamChunk: TypeAlias = (
     | InterruptEvent
     | InterruptBatch
     | ToolEvent
+    | ModeEvent
     | ReasoningEvent
     | SubagentEvent
     | CustomEvent
@@ -295,6 +314,11 @@ def is_interrupt_batch(chunk: object) -> TypeGuard[InterruptBatch]:
 def is_tool_event(chunk: object) -> TypeGuard[ToolEvent]:
     """Tell whether ``chunk`` is a ``ToolEvent``."""
     return _kind(chunk) == "tool"
+
+
+def is_mode_event(chunk: object) -> TypeGuard[ModeEvent]:
+    """Tell whether ``chunk`` is a ``ModeEvent`` (the turn's mode)."""
+    return _kind(chunk) == "mode"
 
 
 def is_reasoning_event(chunk: object) -> TypeGuard[ReasoningEvent]:

@@ -34,8 +34,11 @@ MODULES = [
     "bench_tool_caller",
     "bench_rag",
     "bench_memory",
+    "bench_routing",
     "bench_modalities",
     "bench_sessions",
+    "bench_governance",
+    "bench_loops",
 ]
 
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from langgraph.types import Checkpointer
 
     from ai_utils.gateway.actions import ActionRegistry
+    from ai_utils.routing.modes import ModeRouter
     from ai_utils.tools.registry import ToolRegistry
 
 __all__ = ["Agent"]
@@ -85,6 +86,10 @@ class Agent(GraphRunner):
             ``memory_sessions()``; SPEC §14): ``agent.session()`` then gives conversations whose turns outlive
             the process. It brings its own checkpointer; every tool must declare ``idempotent``
             (`durable_tool`). Sessions belong to the agent's ``name`` (``"default"`` without one).
+        modes: a mode router (``KeywordModeRouter(...)``): each turn's user message picks a mode; the model then
+            sees only that mode's tools and the mode instruction, a call to another tool is refused, and the turn
+            gets at most the mode's ``max_tool_iterations`` tool rounds. ``stream(show_tool_calls=True)`` starts
+            with ``{"kind": "mode", "mode", "tools"}``.
 
     Raises:
         UserError: for duplicate tool names, approval without a checkpointer, a bad ``output`` or MCP config,
@@ -116,6 +121,7 @@ class Agent(GraphRunner):
         context_schema: type[Any] | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
         actions: ActionRegistry | None = None,
+        modes: ModeRouter | None = None,
         retries: int = 2,
         sessions: Any = None,
         **unknown: Never,
@@ -165,6 +171,11 @@ class Agent(GraphRunner):
             import ai_utils.tools.mcp  # noqa: F401  # fail now, not mid-run, when the `mcp` extra is missing
         # The repair step goes first: no other hook (nor the model) sees an unanswered tool call.
         stack = [ThreadRepair(), *middleware]
+        if modes is not None:
+            from ai_utils.routing._middleware import ModeMiddleware
+
+            stack.append(ModeMiddleware(modes))
+        self.modes = modes
         hook_fns = (before_tool_call, after_tool_call, should_break_early, on_provider_error)
         if max_iterations is not None or any(fn is not None for fn in hook_fns):
             stack.append(

@@ -27,6 +27,7 @@ from ai_utils.tools._normalize import check_unique, normalize_tools
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
+    from ai_utils.routing.modes import ModeRouter
     from ai_utils.tools.registry import ToolRegistry
 
 __all__ = ["DeepAgent"]
@@ -100,6 +101,8 @@ class DeepAgent(GraphRunner):
         describe: what the agent is for (metadata only; not sent to the model).
         callbacks: LangChain callback handlers for every run; ``invoke``/``stream`` take more per call.
         sessions: a durable session store, as for `Agent` (SPEC §14); it replaces ``checkpointer``.
+        modes: a mode router, as for `Agent`: per turn only the mode's tools (built-in ones included: list
+            ``"read_file"``, ``"write_todos"``, ... in ``allowed_tools`` to keep them) and the mode instruction.
 
     Raises:
         UserError: approval without a checkpointer, a backend class or factory instead of an instance, a bad
@@ -133,6 +136,7 @@ class DeepAgent(GraphRunner):
         mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None = None,
         describe: str | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
+        modes: ModeRouter | None = None,
         retries: int = 2,
         sessions: Any = None,
         **unknown: Never,
@@ -183,6 +187,13 @@ class DeepAgent(GraphRunner):
         self.subagents = [_subagent(spec) for spec in subagents] if subagents is not None else None
         self.skills = list(skills) if skills is not None else None
         self.middleware = list(middleware)
+        self.modes = modes
+        if modes is not None:
+            from ai_utils.routing._middleware import ModeMiddleware
+
+            self._mode_middleware: list[Any] = [ModeMiddleware(modes)]
+        else:
+            self._mode_middleware = []
         self.retries = retries
         self._guards = guards(output, retries)
         self.store = store
@@ -257,6 +268,7 @@ class DeepAgent(GraphRunner):
                 TodoListMiddleware(),
                 ThreadRepair(),
                 *self.middleware,
+                *self._mode_middleware,
                 *self._guards,
                 *self._session_middleware,
             ],

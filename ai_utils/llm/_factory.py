@@ -6,7 +6,7 @@ import difflib
 import os
 import shutil
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any, Final, Literal, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 
 import openai
 from langchain_core.language_models import BaseChatModel
@@ -18,6 +18,9 @@ from ai_utils.llm._cli import CLIChatModel, Reasoning
 from ai_utils.llm._codex_cli import ChatCodexCLI
 from ai_utils.llm._free import free_model
 from ai_utils.llm._openai_compat import ChatOpenAICompatible
+
+if TYPE_CHECKING:
+    from ai_utils.routing.profiles import ModelProfiles
 
 __all__ = ["DEFAULT_MODELS", "PROVIDERS", "get_llm"]
 
@@ -136,8 +139,12 @@ def _check_kwargs(provider: str, kwargs: Mapping[str, Any]) -> None:
         )
 
 
+class _NoServerError(ProviderError, ConnectionError):
+    """A local server that did not answer; also a `ConnectionError`, so a model profile falls back to its next model."""
+
+
 def _no_server(url: str, error: Exception) -> ProviderError:
-    return ProviderError(
+    return _NoServerError(
         f"No local model server answered at {url} ({error}). Start it (e.g. `ollama serve`) or point "
         "LOCAL_LLM_BASE_URL (or base_url=...) at the running server.",
         provider="local",
@@ -224,6 +231,20 @@ def _fake(model: str | None, kwargs: dict[str, Any]) -> BaseChatModel:
     return FakeChatModel(responses=responses, **kwargs)
 
 
+def _from_profile(
+    provider: str, model: str | None, profile: Any, profiles: Any, options: dict[str, Any]
+) -> BaseChatModel:
+    # A gateway Route passes its `model`; naming the profile there too is allowed (Route("f", "openrouter", "fast",
+    # options={"profile": "fast", "profiles": ...})).
+    if model is not None and model != profile:
+        raise UserError(f"Pass either model={model!r} or profile={profile!r}, not both: a profile names its models.")
+    if profile is None:
+        raise UserError("`profiles` was given without `profile`; pass profile='<name>' to pick one.")
+    from ai_utils.routing._fallback import profile_llm
+
+    return profile_llm(get_llm, _resolve_provider(provider), profile, profiles, providers=PROVIDERS, options=options)
+
+
 def get_llm(
     provider: str = _DEFAULT_PROVIDER,
     model: str | None = None,
@@ -234,6 +255,8 @@ def get_llm(
     free: bool = False,
     api_key: str | None = None,
     base_url: str | None = None,
+    profile: str | None = None,
+    profiles: ModelProfiles | Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> BaseChatModel:
     """Create a chat model for a provider, with keys and base URLs from the environment.
@@ -272,6 +295,10 @@ def get_llm(
             newest), looked up once per process.
         api_key: the key; defaults to the provider's environment variable.
         base_url: the API root; defaults to the provider's base URL environment variable, then its default.
+        profile: a profile of ``profiles`` instead of ``model``: the model tries the profile's concrete models in
+            order, moving on only for retriable errors (429, 5xx, timeout, connection; never another 4xx). An id
+            ``"<provider>:<model>"`` uses that provider. Each model's own SDK retries default to 0 there.
+        profiles: the `ModelProfiles` (or a mapping of definitions) that ``profile`` names.
         **kwargs: passed to the model class, e.g. ``max_tokens``, ``timeout``, ``max_retries``, ``extra_body``;
             for the CLIs ``executable``, ``timeout``, ``cwd``, ``extra_args``; for fake ``responses``.
 
@@ -281,8 +308,14 @@ def get_llm(
     Raises:
         UserError: unknown provider or reasoning level, a missing key or CLI executable, or options that
             do not fit the provider.
+        ModelProfileError: ``profile`` cannot be resolved (unknown, cycle, too deep, too many models, not allowed).
         ProviderError: ``free=True`` and the free model list cannot be fetched or lists no free model.
     """
+    if profile is not None or profiles is not None:
+        options: dict[str, Any] = {"temperature": temperature, "reasoning": reasoning, "data_safe": data_safe}
+        options["free"] = free
+        options.update(api_key=api_key, base_url=base_url, **kwargs)
+        return _from_profile(provider, model, profile, profiles, options)
     provider = _resolve_provider(provider)
     _check_options(provider, model=model, data_safe=data_safe, free=free, reasoning=reasoning)
     if provider == "fake":

@@ -10,6 +10,8 @@ Every wrapper (Agent, DeepAgent, JevToolCaller) runs its graph with ``**stream_k
 - tool start (``show_tool_calls``): the complete ``tool_calls`` of the AIMessage in a root ``updates``
   part of a model node, once per tool call id; tool end: root ``ToolMessage`` parts, once per id;
 - subagent (``show_subagents``): text of any part with a non-empty namespace;
+- mode (``show_tool_calls``): the ``custom`` part that ``Agent(modes=...)`` writes (`mode_part`) before the
+  turn's first model call, at the root namespace;
 - custom: every ``custom`` part (``get_stream_writer()`` data) as ``{"kind": "custom", "data"}``, with the
   ``namespace`` when a subgraph wrote it; always on, since a writer only writes when asked to;
 - interrupts: ``updates["__interrupt__"]`` at any namespace, deduplicated by interrupt id and emitted
@@ -27,16 +29,24 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Interrupt
 
-from ai_utils.client import CustomEvent, StreamChunk, SubagentEvent, ToolEvent
+from ai_utils.client import CustomEvent, ModeEvent, StreamChunk, SubagentEvent, ToolEvent
 from ai_utils.streaming._interrupts import interrupt_chunk
 
-__all__ = ["REPAIR_KEY", "STEER_KEY", "ChunkAdapter", "aadapt", "adapt", "stream_kwargs"]
+__all__ = ["REPAIR_KEY", "STEER_KEY", "ChunkAdapter", "aadapt", "adapt", "mode_part", "stream_kwargs"]
 
 REPAIR_KEY = "ai_utils_repair"
 """``ToolMessage.response_metadata`` key of a result written by the thread-repair step (`ai_utils.agents._repair`)."""
 
 STEER_KEY = "ai_utils_steer"
 """``HumanMessage.response_metadata`` key (the steer's message id) of a steer that joined a durable turn."""
+
+# Marks the custom stream part that announces a turn's mode, so it is told apart from user writer events.
+_MODE_PART = "__ai_utils_mode__"
+
+
+def mode_part(mode: str, tools: list[str]) -> dict[str, Any]:
+    """The custom stream part a graph writes (``runtime.stream_writer``) to announce the turn's mode."""
+    return {_MODE_PART: True, "mode": mode, "tools": tools}
 
 
 def stream_kwargs() -> dict[str, Any]:
@@ -126,11 +136,20 @@ class ChunkAdapter:
         if kind == "updates":
             return self._on_updates(part["ns"], part["data"])
         if kind == "custom":
-            event: CustomEvent = {"kind": "custom", "data": part["data"]}
-            if part["ns"]:
-                event["namespace"] = list(part["ns"])
-            return [event]
+            return self._on_custom(part["ns"], part["data"])
         return []
+
+    def _on_custom(self, ns: tuple[str, ...], data: object) -> list[StreamChunk]:
+        if isinstance(data, dict) and data.get(_MODE_PART) is True:
+            # The mode announcement of `Agent(modes=...)`: a mode chunk (with show_tool_calls), never a custom one.
+            if not self.show_tool_calls or ns:
+                return []
+            mode: ModeEvent = {"kind": "mode", "mode": data["mode"], "tools": list(data["tools"])}
+            return [mode]
+        event: CustomEvent = {"kind": "custom", "data": data}
+        if ns:
+            event["namespace"] = list(ns)
+        return [event]
 
     def finish(self) -> list[StreamChunk]:
         """Close the run: the interrupt chunk if the run paused, else nothing.
