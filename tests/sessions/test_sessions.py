@@ -434,3 +434,22 @@ def test_a_turn_whose_end_was_never_recorded_and_cannot_continue_ends_unknown(tm
         assert (result.stop_reason, result.repeated, result.output) == ("unknown", True, "done")
     finally:
         store.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("idempotent", "journaled"), [((), 1), (("increment",), 0)])
+def test_mcp_tools_count_as_not_idempotent_unless_the_server_names_them(
+    counter_url: str, tmp_path: Path, idempotent: tuple[str, ...], journaled: int
+) -> None:
+    inc = {"tool_calls": [{"name": "counter__increment", "args": {}}]}
+    store = sqlite_sessions(tmp_path / "mcp.sqlite")
+    try:
+        server = MCPServer("counter", counter_url, idempotent=idempotent)
+        agent = Agent(llm=FakeChatModel([inc, "eins"]), mcp_server=server, sessions=store)
+        turn = agent.session().prompt("zähle")
+        assert turn.result(timeout=30).output == "eins"
+        assert [c["output"] for c in turn if is_tool_event(c) and c["phase"] == "end"] == ["1"]
+    finally:
+        store.close()  # type: ignore[attr-defined]
+    # A non-idempotent call is recorded before it starts: after a crash it would not run again on its own.
+    with sqlite3.connect(tmp_path / "mcp.sqlite") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM ai_utils_calls").fetchone()[0] == journaled
