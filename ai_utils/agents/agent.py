@@ -169,8 +169,9 @@ class Agent(GraphRunner):
         self._servers = normalize_mcp_servers(mcp_server)
         if self._servers:
             import ai_utils.tools.mcp  # noqa: F401  # fail now, not mid-run, when the `mcp` extra is missing
-        # The repair step goes first: no other hook (nor the model) sees an unanswered tool call.
-        stack = [ThreadRepair(), *middleware]
+        # The repair step goes first: no other hook (nor the model) sees an unanswered tool call. With sessions
+        # it is the session middleware (a ThreadRepair that also lets steers join the turn).
+        stack = [*(session_middleware or [ThreadRepair()]), *middleware]
         if modes is not None:
             from ai_utils.routing._middleware import ModeMiddleware
 
@@ -191,7 +192,6 @@ class Agent(GraphRunner):
             stack.append(hitl_middleware(interrupt_on))
         stack.extend(guards(output, retries))
         self.retries = retries
-        stack.extend(session_middleware)  # innermost: a call is journaled right before it runs
         self._middleware = stack
         # Without MCP the graph is compiled once; with MCP servers the first run builds it with their tools.
         self._gated = tuple(interrupt_on or ())

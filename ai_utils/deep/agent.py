@@ -266,11 +266,11 @@ class DeepAgent(GraphRunner):
             # ThreadRepair has the name of deepagents' PatchToolCallsMiddleware, so it takes that slot.
             middleware=[
                 TodoListMiddleware(),
-                ThreadRepair(),
+                # With sessions the session middleware is the repair step (a ThreadRepair that also steers).
+                *(self._session_middleware or [ThreadRepair()]),
                 *self.middleware,
                 *self._mode_middleware,
                 *self._guards,
-                *self._session_middleware,
             ],
             subagents=self.subagents,
             skills=self.skills,

@@ -1,7 +1,8 @@
 """The `create_agent` middleware of an agent with ``sessions=``: steering, the resume note, safe tool re-runs.
 
-It does nothing outside a durable turn (no `TurnContext` in the run's config), so ``agent.invoke`` on the
-same agent still works. Inside one:
+It is the agent's one thread-repair step (a `ThreadRepair` subclass, in that step's place), and outside a
+durable turn (no `TurnContext` in the run's config) it does nothing more, so ``agent.invoke`` on the same
+agent still works. Inside one:
 
 - before each model call (a safe boundary: never between a tool call and its result) the session's queued
   steers join the turn as user messages (the adapter shows them as ``user_message`` chunks);
@@ -18,13 +19,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentState, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from ai_utils.agents._repair import ThreadRepair, repair_messages
 from ai_utils.streaming._adapter import STEER_KEY
 from ai_utils.tools.durable import EXECUTION_ID, declared_idempotent
 
@@ -94,8 +96,11 @@ def execution_id(turn: TurnContext, call: Mapping[str, Any], messages: Sequence[
     return uuid.uuid5(_NAMESPACE, f"{turn.session_id}/{turn.turn_id}/{owner}/{call['id']}").hex
 
 
-class SessionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
-    """Steering, the resume note and the idempotent rule for durable turns (see the module docstring).
+class SessionMiddleware(ThreadRepair):
+    """The thread-repair step plus steering, the resume note and the idempotent rule (module docstring).
+
+    It *is* the agent's one repair step (a `ThreadRepair`, in its place in the stack): repairing and steering
+    happen in one ``before_model`` node, so a durable turn adds no graph step of its own.
 
     Args:
         idempotent: ``tool name -> idempotent`` for tools whose metadata does not say (MCP, built-ins).
@@ -105,22 +110,21 @@ class SessionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         super().__init__()
         self._idempotent = dict(idempotent)
 
-    @property
-    def name(self) -> str:
-        """Middleware name (unique in the stack)."""
-        return "ai_utils.Sessions"
-
-    # --- steering ----------------------------------------------------------------------------------------
+    # --- repair + steering -------------------------------------------------------------------------------
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Let the session's queued steers join the turn as user messages."""
+        """Answer unanswered tool calls, then let the session's queued steers join the turn as user messages."""
+        repaired = repair_messages(state["messages"])
         turn = _context()
-        if turn is None:
+        joined = self._steers(turn) if turn is not None else []
+        if repaired is None and not joined:
             return None
+        return {"messages": [*(repaired or []), *joined]}
+
+    @staticmethod
+    def _steers(turn: TurnContext) -> list[HumanMessage]:
         steers = turn.store.take_steers(turn.session_id, turn.token, turn.turn_id)
-        if not steers:
-            return None
-        messages = [
+        return [
             HumanMessage(
                 text,
                 id=uuid.uuid5(_NAMESPACE, f"{turn.session_id}/steer/{mid}").hex,
@@ -128,7 +132,6 @@ class SessionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             )
             for mid, text in steers
         ]
-        return {"messages": messages}
 
     async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Async twin of `before_model`."""
