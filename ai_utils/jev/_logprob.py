@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any, Final
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from ai_utils.exceptions import ModelOutputError, UserError
+from ai_utils.jev import _logprob_http
 from ai_utils.jev import _protocol as proto
 from ai_utils.jev.questions import ChoiceAnswer, ClassifyResult, NoulAnswer, ScoreAnswer, Usage
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
-    from langchain_core.runnables import Runnable
 
 __all__ = ["TOP_LOGPROBS", "aclassify_with_llm", "classify_with_llm"]
 
@@ -38,6 +38,8 @@ TOP_LOGPROBS: Final = 20
 """Alternatives asked per token: OpenAI's and Ollama's cap."""
 _LETTERS: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _STRIP: Final = " \t\r\n*.:)(\"'"
+# max_tokens=1: only the first answer token is read; a longer reply would cost without informing.
+_REQUEST: Final[Mapping[str, Any]] = {"logprobs": True, "top_logprobs": TOP_LOGPROBS, "max_tokens": 1}
 _SYSTEM: Final = (
     "You are a decision function. Read the state, then answer the question about it. "
     "Reply with the answer label only (one letter, digit or word as asked), nothing else."
@@ -59,22 +61,27 @@ class _Ask:
 
 
 def classify_with_llm(llm: BaseChatModel, state: Any, questions: Any) -> ClassifyResult[Any]:
-    """Answer ``questions`` about ``state`` with ``llm``: one request per question, run in parallel threads."""
+    """Answer ``questions`` about ``state`` with ``llm``: one request per question, run in parallel threads.
+
+    Plain OpenAI-compatible models take a direct HTTP transport (`ai_utils.jev._logprob_http`, which says why
+    and what it preserves); every other model runs through its own ``batch``.
+    """
     plan, asks = _plan(state, questions)
-    replies = _bound(llm).batch([ask.messages for ask in asks])
+    inputs: list[Any] = [ask.messages for ask in asks]
+    replies: list[Any] | None = _logprob_http.batch(llm, inputs, _REQUEST)
+    if replies is None:
+        replies = llm.bind(**_REQUEST).batch(inputs)
     return _result(llm, plan, asks, replies)
 
 
 async def aclassify_with_llm(llm: BaseChatModel, state: Any, questions: Any) -> ClassifyResult[Any]:
     """Async `classify_with_llm`: the requests run concurrently on the event loop."""
     plan, asks = _plan(state, questions)
-    replies = await _bound(llm).abatch([ask.messages for ask in asks])
+    inputs: list[Any] = [ask.messages for ask in asks]
+    replies: list[Any] | None = await _logprob_http.abatch(llm, inputs, _REQUEST)
+    if replies is None:
+        replies = await llm.bind(**_REQUEST).abatch(inputs)
     return _result(llm, plan, asks, replies)
-
-
-def _bound(llm: BaseChatModel) -> Runnable[Any, Any]:
-    # max_tokens=1: only the first answer token is read; a longer reply would cost without informing.
-    return llm.bind(logprobs=True, top_logprobs=TOP_LOGPROBS, max_tokens=1)
 
 
 def _plan(state: Any, questions: Any) -> tuple[proto.Plan, list[_Ask]]:
