@@ -69,6 +69,7 @@ __all__ = ["abatch", "batch"]
 # Payload keys the SDK turns into something other than JSON body fields.
 _SDK_ONLY_KEYS: Final = frozenset({"extra_headers", "extra_query", "timeout", "response_format"})
 
+_routes: weakref.WeakKeyDictionary[Any, _Route | None] = weakref.WeakKeyDictionary()
 _async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
 
 
@@ -104,7 +105,16 @@ def _route(llm: BaseChatOpenAI) -> _Route | None:
     if not isinstance(llm.openai_api_key, SecretStr):  # a key provider callable is refreshed by the SDK
         return None
     sdk = llm.root_async_client
-    if sdk is None or getattr(sdk, "workload_identity", None) is not None:
+    if sdk is None:
+        return None
+    if sdk not in _routes:
+        _routes[sdk] = _sdk_route(sdk)
+    return _routes[sdk]
+
+
+def _sdk_route(sdk: Any) -> _Route | None:
+    """URL, headers, query and timeout of the SDK client; fixed when the client is built, so kept per client."""
+    if getattr(sdk, "workload_identity", None) is not None:
         return None
     timeout = sdk.timeout
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
@@ -125,18 +135,34 @@ def _route(llm: BaseChatOpenAI) -> _Route | None:
 def _payloads(
     llm: BaseChatOpenAI, inputs: Sequence[list[BaseMessage]], kwargs: Mapping[str, Any]
 ) -> list[bytes] | None:
-    payloads: list[bytes] = []
-    for messages in inputs:
-        payload: dict[str, Any] = llm._get_request_payload(messages, **kwargs)
-        if payload.get("stream") or _SDK_ONLY_KEYS & payload.keys() or llm._use_responses_api(payload):
-            return None
-        extra = payload.pop("extra_body", None)
-        if extra:
-            payload.update(extra)
-        payloads.append(
-            orjson.dumps(payload) if orjson is not None else json.dumps(payload, ensure_ascii=False).encode()
-        )
-    return payloads
+    """The JSON bodies the model's SDK would send, one per message list.
+
+    The model builds the first body itself. classify's requests differ only in their texts (same message
+    classes, same options), so when the model sent the first one's messages as plain ``{role, content}`` the
+    others reuse its body with their own texts, instead of walking the model's request building per question.
+    """
+    first: dict[str, Any] = llm._get_request_payload(inputs[0], **kwargs)
+    if first.get("stream") or _SDK_ONLY_KEYS & first.keys() or llm._use_responses_api(first):
+        return None
+    first.update(first.pop("extra_body", None) or {})
+    wire = first["messages"]
+    shape = [type(message) for message in inputs[0]]
+    plain = len(wire) == len(shape) and all(
+        sent == {"role": sent.get("role"), "content": message.content}
+        for sent, message in zip(wire, inputs[0], strict=False)
+    )
+    payloads = [first]
+    for messages in inputs[1:]:
+        if plain and [type(m) for m in messages] == shape and all(isinstance(m.content, str) for m in messages):
+            texts = [{**sent, "content": message.content} for sent, message in zip(wire, messages, strict=True)]
+            payloads.append({**first, "messages": texts})
+        else:
+            payload = llm._get_request_payload(messages, **kwargs)
+            payload.update(payload.pop("extra_body", None) or {})
+            payloads.append(payload)
+    if orjson is not None:
+        return [orjson.dumps(payload) for payload in payloads]
+    return [json.dumps(payload, ensure_ascii=False).encode() for payload in payloads]  # pragma: no cover
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
