@@ -22,8 +22,7 @@ What it keeps from the model, so both paths behave alike:
 
 Anything else takes the generic path (``None`` from `abatch` / `batch`): other classes and subclasses
 (Azure, user subclasses that may override the transport), custom HTTP clients, proxies, rate limiters,
-caches, streaming, the Responses API, callable keys, workload identity, non-numeric timeouts, streaming
-callback handlers (``astream_events``).
+caches, streaming, the Responses API, callable keys, workload identity, non-numeric timeouts.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ import json
 import sys
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 from langchain_core.caches import BaseCache
@@ -49,7 +48,6 @@ from langchain_core.language_models.chat_models import _gen_info_and_msg_metadat
 from langchain_core.messages import LC_ID_PREFIX, AIMessage, BaseMessage
 from langchain_core.outputs import ChatResult, Generation, LLMResult
 from langchain_core.runnables.config import RunnableConfig, ensure_config, get_executor_for_config
-from langchain_core.tracers._streaming import _StreamingCallbackHandler
 from pydantic import SecretStr
 
 from ai_utils._loop_resources import on_loop_close
@@ -206,18 +204,16 @@ def _plan(
         return None
     # The enclosing run's config (an agent node, a tool): its handlers are inherited as through the model.
     config = ensure_config()
-    listeners = _listeners(llm, kwargs, config, asynchronous=asynchronous)
-    if listeners is False:
-        return None
-    return _Plan(llm, route, bodies, kwargs, listeners)
+    return _Plan(llm, route, bodies, kwargs, _listeners(llm, kwargs, config, asynchronous=asynchronous))
 
 
 def _listeners(
     llm: BaseChatOpenAI, kwargs: Mapping[str, Any], config: RunnableConfig, *, asynchronous: bool
-) -> _Listeners | Literal[False] | None:
-    """The callback manager the model would configure; None when nobody listens, False for the generic path.
+) -> _Listeners | None:
+    """The callback manager the model would configure, or None when nobody listens (no handler, no tracer).
 
-    Streaming handlers (``astream_events``, ``astream_log``) want tokens from the model's own streaming path.
+    Streaming listeners (``astream_events``) get start and end events but no tokens, as from a model with
+    ``disable_streaming=True``: the answer is one token, read whole.
     """
     configure = AsyncCallbackManager.configure if asynchronous else CallbackManager.configure
     manager = configure(
@@ -231,8 +227,6 @@ def _listeners(
     )
     if not manager.handlers:
         return None
-    if any(isinstance(handler, _StreamingCallbackHandler) for handler in manager.handlers):
-        return False
     # The model's LangSmith parameters (ls_provider, ls_model_name, ...) join the inherited metadata, as in
     # `BaseChatModel.agenerate`; computed only now that someone listens.
     manager.add_metadata(dict(llm._get_ls_params_with_defaults(**kwargs)))

@@ -282,3 +282,19 @@ async def test_models_outside_the_fast_path_still_classify_through_their_own_tra
 
     assert result.choices["category"].choice == again.choices["category"].choice == "technical"
     assert via_sdk(openai_server) == [True, True]
+
+
+async def test_astream_events_around_classify_still_sees_each_model_call(openai_server: FakeOpenAIServer) -> None:
+    script(openai_server)
+
+    async def triage(state: dict[str, str]) -> str:
+        result = await aclassify(state, QUESTIONS, llm=local(openai_server))
+        return str(result.choices["category"].choice)
+
+    events = [event async for event in RunnableLambda(triage).astream_events(STATE, version="v2")]
+
+    assert [e["data"]["output"] for e in events if e["event"] == "on_chain_end"] == ["billing"]
+    assert len([e for e in events if e["event"] == "on_chat_model_start"]) == 3
+    ends = [e["data"]["output"] for e in events if e["event"] == "on_chat_model_end"]
+    assert sorted(message.content for message in ends) == ["2", "A", "Yes"]
+    assert via_sdk(openai_server) == [False] * 3
