@@ -12,13 +12,15 @@ What it keeps from the model, so both paths behave alike:
   reasoning options, ``extra_body`` such as ``data_safe``'s OpenRouter ``provider``, merged top-level as the
   SDK does);
 - URL, key, organization/project, default headers and query and the timeout are read from the model's
-  resolved OpenAI client, so the SDK's environment defaults apply;
+  resolved OpenAI client, so the SDK's environment defaults apply (not its ``X-Stainless-*`` / ``User-Agent``
+  headers, which describe the SDK as the sender);
 - the reply becomes the ``AIMessage`` through the model's own ``_create_chat_result``;
-- LangChain callbacks (the gateway's audit handler, LangSmith tracing) get ``on_chat_model_start`` /
-  ``on_llm_end`` / ``on_llm_error`` as through the model; they cost something only when configured;
+- LangChain callbacks (the gateway's audit handler, LangSmith tracing, the enclosing run's handlers) get
+  ``on_chat_model_start`` / ``on_llm_end`` / ``on_llm_error`` as through the model; they cost something only
+  when configured;
 - a failed attempt (non-2xx status, connection error, timeout) is sent again by the model itself
   (``_agenerate`` / ``_generate``), so retries, backoff and the exceptions raised are exactly the generic
-  path's. A failure therefore costs one extra request.
+  path's. A failure therefore costs one extra request (and a timed-out attempt its timeout once more).
 
 Anything else takes the generic path (``None`` from `abatch` / `batch`): other classes and subclasses
 (Azure, user subclasses that may override the transport), custom HTTP clients, proxies, rate limiters,
