@@ -11,8 +11,11 @@ A chunk is one of:
 - ``InterruptEvent`` — the run paused for a human decision on one tool call (or a plain ``interrupt()``);
 - ``InterruptBatch`` — several decisions are pending at once; ``items`` holds one ``InterruptEvent`` each;
 - ``ToolEvent`` — a tool call started / ended (only with ``show_tool_calls=True``);
+- ``ModeEvent`` — the mode a turn was routed to, first chunk of the turn (``Agent(modes=...)`` with
+  ``show_tool_calls=True``);
 - ``ReasoningEvent`` — reasoning text of the model (only with ``show_reasoning=True``);
 - ``SubagentEvent`` — text of a subagent or nested graph (only with ``show_subagents=True``);
+- ``CustomEvent`` — data a node or tool wrote with LangGraph's ``get_stream_writer()``;
 - ``ErrorEvent`` — the last line of an HTTP stream that failed mid-run.
 
 An interrupt chunk is always the last chunk of a run. Answer it with
@@ -29,18 +32,22 @@ from typing import Any, Literal, NotRequired, TypeAlias, TypeGuard, cast
 from typing_extensions import TypedDict
 
 __all__ = [
+    "CustomEvent",
     "Decision",
     "ErrorEvent",
     "InterruptBatch",
     "InterruptEvent",
+    "ModeEvent",
     "ReasoningEvent",
     "StreamChunk",
     "SubagentEvent",
     "ToolEvent",
     "aiter_ndjson",
+    "is_custom_event",
     "is_error_event",
     "is_interrupt",
     "is_interrupt_batch",
+    "is_mode_event",
     "is_reasoning_event",
     "is_subagent_event",
     "is_tool_event",
@@ -60,6 +67,7 @@ class InterruptEvent(TypedDict):
         decisions: allowed answers, e.g. ``["approve", "edit", "reject"]``.
         tool_name: the tool waiting for approval; ``None`` for a plain ``interrupt()``.
         args: the tool call's arguments; ``None`` for a plain ``interrupt()``.
+        options: the choices of a plain ``interrupt({"question": ..., "options": [...]})``, as given.
     """
 
     kind: Literal["interrupt"]
@@ -68,6 +76,7 @@ class InterruptEvent(TypedDict):
     decisions: list[str]
     tool_name: str | None
     args: dict[str, Any] | None
+    options: NotRequired[list[Any]]
 
 
 class InterruptBatch(TypedDict):
@@ -104,6 +113,20 @@ class ToolEvent(TypedDict):
     status: NotRequired[Literal["success", "error"]]
 
 
+class ModeEvent(TypedDict):
+    """The mode the turn was routed to (``Agent(modes=router)``); the turn's first chunk.
+
+    Attributes:
+        kind: always ``"mode"``.
+        mode: the mode's name, e.g. ``"assessment"``.
+        tools: the tools the model is offered in this mode.
+    """
+
+    kind: Literal["mode"]
+    mode: str
+    tools: list[str]
+
+
 class ReasoningEvent(TypedDict):
     """Reasoning text of the main agent's model.
 
@@ -132,21 +155,51 @@ class SubagentEvent(TypedDict):
     name: NotRequired[str]
 
 
+class CustomEvent(TypedDict):
+    """Data a graph node or tool wrote with LangGraph's ``get_stream_writer()`` (``stream_mode="custom"``).
+
+    Attributes:
+        kind: always ``"custom"``.
+        data: the value passed to the writer, unchanged.
+        namespace: the subgraph's namespace, when a subgraph (e.g. a subagent) wrote it.
+    """
+
+    kind: Literal["custom"]
+    data: Any
+    namespace: NotRequired[list[str]]
+
+
 class ErrorEvent(TypedDict):
     """The stream failed; this is its last line.
+
+    Over HTTP (``StreamResponse``) a failure before the first line is the whole body instead, as JSON with
+    status 400 (a `UserError`) or 500.
 
     Attributes:
         kind: always ``"error"``.
         type: the exception class name, e.g. ``"ProviderError"``.
-        message: the exception's message.
+        message: the exception's message for ai_utils' own errors; for any other error a generic text
+            (unless the server exposes errors).
+        error_id: the id the server logged the failure under (for errors other than a ``UserError``).
     """
 
     kind: Literal["error"]
     type: str
     message: str
+    error_id: NotRequired[str]
 
 
-StreamChunk: TypeAlias = str | InterruptEvent | InterruptBatch | ToolEvent | ReasoningEvent | SubagentEvent | ErrorEvent
+StreamChunk: TypeAlias = (
+    str
+    | InterruptEvent
+    | InterruptBatch
+    | ToolEvent
+    | ModeEvent
+    | ReasoningEvent
+    | SubagentEvent
+    | CustomEvent
+    | ErrorEvent
+)
 """One item of ``agent.stream(...)`` or one line of a ``StreamResponse`` body."""
 
 Decision: TypeAlias = str | Mapping[str, Any]
@@ -174,6 +227,11 @@ def is_tool_event(chunk: object) -> TypeGuard[ToolEvent]:
     return _kind(chunk) == "tool"
 
 
+def is_mode_event(chunk: object) -> TypeGuard[ModeEvent]:
+    """Tell whether ``chunk`` is a ``ModeEvent`` (the turn's mode)."""
+    return _kind(chunk) == "mode"
+
+
 def is_reasoning_event(chunk: object) -> TypeGuard[ReasoningEvent]:
     """Tell whether ``chunk`` is a ``ReasoningEvent``."""
     return _kind(chunk) == "reasoning"
@@ -182,6 +240,11 @@ def is_reasoning_event(chunk: object) -> TypeGuard[ReasoningEvent]:
 def is_subagent_event(chunk: object) -> TypeGuard[SubagentEvent]:
     """Tell whether ``chunk`` is a ``SubagentEvent``."""
     return _kind(chunk) == "subagent"
+
+
+def is_custom_event(chunk: object) -> TypeGuard[CustomEvent]:
+    """Tell whether ``chunk`` is a ``CustomEvent`` (``get_stream_writer()`` data)."""
+    return _kind(chunk) == "custom"
 
 
 def is_error_event(chunk: object) -> TypeGuard[ErrorEvent]:

@@ -3,6 +3,7 @@
 ```
 AiUtilsError(Exception)              # root: `except ai_utils.AiUtilsError` catches everything we raise
 ├── UserError                        # a caller mistake: bad argument, unknown provider, missing key
+│   └── ModelProfileError            #   a model profile that cannot be resolved (fail closed); .profile
 ├── ModelOutputError                 # a model's reply failed validation after every retry; .errors, .attempts
 ├── ProviderError                    # a provider/CLI call failed; .provider
 ├── JevError                         # ai_utils.jev.errors
@@ -14,6 +15,9 @@ AiUtilsError(Exception)              # root: `except ai_utils.AiUtilsError` catc
 ├── GatewayError                     # ai_utils.gateway: policy denial (.decisions), unknown feature
 │   └── AuditWriteError              #   audit_mode="required" and the sink failed
 ├── FeedbackValidationError          # ai_utils.gateway (also ValueError)
+├── LoopDefinitionError              # ai_utils.loops: a bad loop definition, found at define_loop; .step_key
+├── LoopError                        # ai_utils.loops: a run fault (missing binding, no transition); .step_key, .path
+│   └── LoopPermissionDeniedError    #   a tool_step's call was denied (rule or human); .rule_id, .tool
 ├── MCPConnectionError               # ai_utils.tools: a server could not be reached or died; .server
 ├── SupabaseCheckpointError          # ai_utils.memory.supabase; .code
 └── SupabaseVectorStoreError         # ai_utils.rag.supabase; .code, .written_ids
@@ -27,7 +31,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["AiUtilsError", "ModelOutputError", "ProviderError", "UserError"]
+__all__ = [
+    "AiUtilsError",
+    "LoopDefinitionError",
+    "LoopError",
+    "LoopPermissionDeniedError",
+    "ModelOutputError",
+    "ModelProfileError",
+    "ProviderError",
+    "UserError",
+]
 
 
 class AiUtilsError(Exception):
@@ -36,6 +49,27 @@ class AiUtilsError(Exception):
 
 class UserError(AiUtilsError):
     """The caller used ai_utils wrongly: a bad argument, a missing key or setting."""
+
+
+class ModelProfileError(UserError):
+    """A model profile cannot be resolved: unknown, a cycle, too deep, too many models, or not allowed.
+
+    Resolution fails closed: no model is picked when the configuration is wrong.
+
+    Attributes:
+        profile: the profile name the problem is about.
+    """
+
+    def __init__(self, message: str, *, profile: str) -> None:
+        super().__init__(message)
+        self.profile = profile
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_model_profile_error, (str(self), self.profile))
+
+
+def _rebuild_model_profile_error(message: str, profile: str) -> ModelProfileError:
+    return ModelProfileError(message, profile=profile)
 
 
 class ModelOutputError(AiUtilsError):
@@ -78,3 +112,68 @@ class ProviderError(AiUtilsError):
 
 def _rebuild_provider_error(message: str, provider: str) -> ProviderError:
     return ProviderError(message, provider=provider)
+
+
+class LoopDefinitionError(UserError):
+    """A governed loop definition is invalid (unknown step, bad CEL, ``next`` to nowhere, a cycle with no exit, ...).
+
+    Attributes:
+        step_key: the step the problem is in, or ``None`` for loop-wide problems.
+    """
+
+    def __init__(self, message: str, *, step_key: str | None = None) -> None:
+        super().__init__(message)
+        self.step_key = step_key
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_loop_definition_error, (str(self), self.step_key))
+
+
+def _rebuild_loop_definition_error(message: str, step_key: str | None) -> LoopDefinitionError:
+    return LoopDefinitionError(message, step_key=step_key)
+
+
+class LoopError(AiUtilsError):
+    """A governed loop run failed: a missing ``ctx`` path, no matching transition, an unsafe result URL.
+
+    Attributes:
+        step_key: the step that failed, or ``None`` (result projection).
+        path: the missing context path, if that was the cause.
+    """
+
+    def __init__(self, message: str, *, step_key: str | None = None, path: str | None = None) -> None:
+        super().__init__(message)
+        self.step_key = step_key
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_loop_error, (str(self), self.step_key, self.path))
+
+
+def _rebuild_loop_error(message: str, step_key: str | None, path: str | None) -> LoopError:
+    return LoopError(message, step_key=step_key, path=path)
+
+
+class LoopPermissionDeniedError(LoopError):
+    """A ``tool_step``'s tool call was denied by a permission rule (or rejected by the approver).
+
+    Attributes:
+        rule_id: the deciding rule, or ``None`` when no rule matched (default deny).
+        tool: the tool that was not called.
+    """
+
+    def __init__(
+        self, message: str, *, step_key: str | None = None, rule_id: str | None = None, tool: str = ""
+    ) -> None:
+        super().__init__(message, step_key=step_key)
+        self.rule_id = rule_id
+        self.tool = tool
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_loop_permission_denied_error, (str(self), self.step_key, self.rule_id, self.tool))
+
+
+def _rebuild_loop_permission_denied_error(
+    message: str, step_key: str | None, rule_id: str | None, tool: str
+) -> LoopPermissionDeniedError:
+    return LoopPermissionDeniedError(message, step_key=step_key, rule_id=rule_id, tool=tool)

@@ -477,7 +477,7 @@ def metrics() -> list[Metric]:
                 measure=_supabase_vs_postgres(op),
                 target=None,
                 unit="ms",
-                note="PostgREST 12 (tests/_supabase.py) on the pgserver Postgres; a 20-message checkpoint per "
+                note="PostgREST 12 (tests/_supabase.py) on the tests' Postgres; a 20-message checkpoint per "
                 "put, then get_tuple of it; sync API; both savers on one database, alternating.",
             )
         )

@@ -34,7 +34,10 @@ MODULES = [
     "bench_tool_caller",
     "bench_rag",
     "bench_memory",
+    "bench_routing",
     "bench_modalities",
+    "bench_governance",
+    "bench_loops",
 ]
 
 

@@ -1,9 +1,11 @@
 """DeepAgent as a coding agent in a workspace: it writes a file after approval, runs a command, is refused outside.
 
-The agent sees `/workspace/`, which is a temporary folder on disk (`create_local_shell_backend`: the file tools
-and `execute` in the host shell, confined to that folder by `workspace_permissions` and our command policy;
-dev only, for untrusted code use `create_sandbox_backend`). `write_file` waits for a human: the script approves it
-through `decision="approve"`. Reading `/etc/passwd` is refused, by the file tool and by the shell.
+The agent sees `/workspace/`, which is a temporary folder on disk (`create_local_shell_backend`: the file tools,
+and `execute` in a bubblewrap sandbox on this machine where that folder is the only writable host path and only
+the toolchain is visible; our command policy refuses escapes first with a clear message; for untrusted code,
+which also needs no network and resource limits, use `create_sandbox_backend`). `write_file` waits for a human:
+the script approves it through `decision="approve"`. Reading `/etc/passwd` is refused, by the file tool and by
+the shell.
 Offline a scripted model drives the run; with OPENROUTER_API_KEY set the real model does.
 Run: `.venv/bin/python examples/deep_agent.py`
 """

@@ -4,6 +4,7 @@
 #   tests/services/node_modules/  the offline test services, from package-lock.json (only with --services)
 #   chromium + chromedriver      Debian packages for the browser test (only with --services; needs root)
 #   bubblewrap                   Debian package for the DeepAgent sandbox tests (only with --services; needs root)
+#   postgresql + pgvector, qemu-user  Debian packages/source for the test Postgres (only with --services; needs root)
 set -euo pipefail
 UV_VERSION="0.13.9"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,7 +18,9 @@ fi
 export UV_PROJECT_ENVIRONMENT="$root/.venv"
 export UV_PYTHON_DOWNLOADS=never
 echo "==> syncing .venv from uv.lock" >&2
-.tools/bin/uv sync --quiet --locked --all-extras --python python3
+# --locked: the project's own dependencies are exactly uv.lock's; --inexact: packages you added to .venv
+# yourself (`.venv/bin/pip install jupyterlab`) are kept, not removed on every run.
+.tools/bin/uv sync --quiet --locked --inexact --all-extras --python python3
 
 if [ "${1:-}" = "--services" ]; then
     if ! command -v npm >/dev/null 2>&1; then
@@ -39,5 +42,12 @@ if [ "${1:-}" = "--services" ]; then
     if ! command -v bwrap >/dev/null 2>&1; then
         echo "==> apt-get install bubblewrap" >&2
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+    fi
+    # The tests' Postgres + pgvector, built to run on any x86-64 CPU (tests/services/README.md says why and how).
+    bash tests/services/install_postgres.sh
+    # tests/test_services.py runs pgvector under emulated older CPUs to show it needs no AVX / AVX-512.
+    if ! command -v qemu-x86_64 >/dev/null 2>&1; then
+        echo "==> apt-get install qemu-user" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-user >/dev/null
     fi
 fi

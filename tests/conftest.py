@@ -10,7 +10,15 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
-from _services import Aimock, free_port, require_node_package, running, start_aimock, start_postgres
+from _services import (
+    Aimock,
+    PgvectorUnavailable,
+    free_port,
+    require_node_package,
+    running,
+    start_aimock,
+    start_postgres,
+)
 from _supabase import SupabaseStack, start_supabase
 from starlette.types import ASGIApp
 from supabase import Client, ClientOptions, create_client
@@ -65,9 +73,16 @@ def aimock(_aimock_server: Aimock) -> Aimock:
 
 @pytest.fixture(scope="session")
 def postgres_uri() -> Iterator[str]:
-    """URI of a real Postgres (with pgvector available) for this test session."""
-    with start_postgres() as uri:
-        yield uri
+    """URI of a real Postgres for this test session: superuser ``postgres``, ``CREATE EXTENSION vector`` works.
+
+    ``postgresql://postgres@/postgres?host=<socket dir>&port=<port>`` (tests/_services.py ``start_postgres``).
+    A server that cannot run pgvector on this CPU stops the whole run with one message, not one error per test.
+    """
+    try:
+        with start_postgres() as uri:
+            yield uri
+    except PgvectorUnavailable as exc:
+        pytest.exit(str(exc), returncode=pytest.ExitCode.TESTS_FAILED)
 
 
 @pytest.fixture(scope="session")

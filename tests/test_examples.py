@@ -23,11 +23,15 @@ EXPECTED = {
     "agent_memory_approval.py": "outbox: ['to bob@example.com: Meeting moved to 3 pm.']",
     "deep_agent.py": "files in the workspace folder: ['index.html']",
     "jev_tool_caller.py": "return: cancel_order (confidence 0.80) -> order B-42 cancelled",
-    "rag_search.py": "[tool:end] search_docs → Die Frühschicht beginnt um 6 Uhr",
+    "rag_search.py": "[tool:end] search_docs → [company_id: c1] Die Frühschicht beginnt um 6 Uhr",
     "mcp_tools.py": "[tool:end] echo__add → 42",
     "gateway_audit.py": "marketing blocked   tenant=acme",
     "smart_memory.py": "turn 12: the model sees  5 messages, raw history has 24",
+    "governed_refund.py": "refund issued: R-A-1002 (refunds made: ['A-1002'])",
+    "modes_router.py": "greet_user → Tool `greet_user` was refused: it is not allowed in mode `assessment`",
+    "model_profiles.py": "requests: [('strict-model', 400)] (a 400 is never retried on another model)",
     "vision_and_images.py": "classify(llm=)  -> style=minimal (confidence 0.93)  P(shop ready)=0.96",
+    "guardrails.py": "audit: 8 rows, 9 guardrail decisions, secrets in rows: False",
 }
 
 SCRIPTS = sorted(path.name for path in EXAMPLES.glob("*.py") if path.name not in NOT_RUN)

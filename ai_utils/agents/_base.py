@@ -16,11 +16,13 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Durability
+from langgraph.types import Durability, StateSnapshot
 from langgraph.types import Interrupt as GraphInterrupt
 from pydantic import BaseModel
 
 from ai_utils._utils import iterate_sync, run_sync
+from ai_utils.agents._args import config_thread_id, merge_run_config, warn_unstored_thread
+from ai_utils.agents._context import check_context
 from ai_utils.agents._runner import (
     Decisions,
     Interrupt,
@@ -92,11 +94,14 @@ class GraphRunner:
             return self._graph
         return self._mcp_graph[1] if self._mcp_graph is not None else self._build(self._tools)
 
-    def _config(self, thread_id: str | None, callbacks: Sequence[BaseCallbackHandler]) -> RunnableConfig:
+    def _config(
+        self, thread_id: str | None, callbacks: Sequence[BaseCallbackHandler], config: RunnableConfig | None = None
+    ) -> RunnableConfig:
         handlers = [*self.callbacks, *callbacks]
-        return run_config(thread_id, callbacks=handlers or None)
+        return merge_run_config(run_config(thread_id, callbacks=handlers or None), config)
 
-    def _check(self, input: Any, thread_id: str | None, decision: Any, decisions: Any) -> None:
+    def _check(self, input: Any, thread_id: str | None, decision: Any, decisions: Any, context: Any = None) -> None:
+        check_context(getattr(self, "context_schema", None), context, owner=self._owner)
         check_call(
             owner=self._owner,
             input=input,
@@ -105,6 +110,7 @@ class GraphRunner:
             decisions=decisions,
             has_checkpointer=self.checkpointer is not None,
         )
+        warn_unstored_thread(self, thread_id)
 
     @contextlib.asynccontextmanager
     async def _run_graph(self, config: RunnableConfig) -> AsyncIterator[tuple[Graph, RunnableConfig]]:
@@ -129,7 +135,7 @@ class GraphRunner:
     def _pending_config(self, thread_id: str) -> RunnableConfig:
         if self.checkpointer is None:
             raise UserError(
-                f"{self._owner}.pending reads the paused run from a checkpointer; create the agent with one."
+                f"{self._owner}.pending and get_state read the thread from a checkpointer; create the agent with one."
             )
         return run_config(thread_id)
 
@@ -147,6 +153,45 @@ class GraphRunner:
         state = await self.graph.aget_state(self._pending_config(thread_id))
         return interrupt_chunk(_unique(state.interrupts))
 
+    # --- state (LangGraph's names) ---------------------------------------------------------------------
+
+    def _state_config(self, thread: str | RunnableConfig) -> RunnableConfig:
+        if isinstance(thread, str):
+            return self._pending_config(thread)
+        thread_id = config_thread_id(None, thread)
+        if not thread_id:
+            raise UserError(f"{self._owner}.get_state needs a thread: pass its thread_id (a str), got {thread!r}.")
+        return merge_run_config(self._pending_config(thread_id), thread)
+
+    def get_state(self, thread: str | RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
+        """The thread's current LangGraph ``StateSnapshot`` (``values``, ``next``, ``interrupts``, ...).
+
+        Args:
+            thread: the ``thread_id``, or a LangChain config ``{"configurable": {"thread_id": ...}}``
+                (optionally with a ``checkpoint_id``).
+            subgraphs: include the state of paused subgraphs.
+
+        Raises:
+            UserError: when the agent has no checkpointer.
+        """
+        return self.graph.get_state(self._state_config(thread), subgraphs=subgraphs)
+
+    async def aget_state(self, thread: str | RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
+        """Async twin of `get_state`."""
+        return await self.graph.aget_state(self._state_config(thread), subgraphs=subgraphs)
+
+    def get_state_history(
+        self, thread: str | RunnableConfig, *, limit: int | None = None, before: RunnableConfig | None = None
+    ) -> Iterator[StateSnapshot]:
+        """The thread's checkpoints as ``StateSnapshot``s, newest first (LangGraph's ``get_state_history``)."""
+        return self.graph.get_state_history(self._state_config(thread), limit=limit, before=before)
+
+    def aget_state_history(
+        self, thread: str | RunnableConfig, *, limit: int | None = None, before: RunnableConfig | None = None
+    ) -> AsyncIterator[StateSnapshot]:
+        """Async twin of `get_state_history`."""
+        return self.graph.aget_state_history(self._state_config(thread), limit=limit, before=before)
+
     # --- run shells ----------------------------------------------------------------------------------------
 
     # --- public stream pair (each wrapper has its own invoke) ---------------------------------------
@@ -163,16 +208,20 @@ class GraphRunner:
         show_reasoning: bool = False,
         show_subagents: bool = False,
         callbacks: Sequence[BaseCallbackHandler] = (),
+        config: RunnableConfig | None = None,
     ) -> Iterator[StreamChunk]:
         """Run one turn (or resume one) and yield its chunks as they come.
 
         Text ``str``s and, when asked for, tool / reasoning / subagent events (shapes: `ai_utils.client`); a
-        paused run ends with one interrupt chunk, also when a subagent paused. Arguments as in `invoke`.
+        paused run ends with one interrupt chunk, also when a subagent paused; ``get_stream_writer()`` data
+        arrives as ``{"kind": "custom", "data": ...}``. Arguments as in `invoke`; the call is checked when
+        iteration starts, so a `UserError` comes from the first ``next()`` (before the first chunk).
         """
         adapter = ChunkAdapter(
             show_tool_calls=show_tool_calls, show_reasoning=show_reasoning, show_subagents=show_subagents
         )
-        return self._stream(input, thread_id, context, decision, decisions, adapter, callbacks)
+        thread_id = config_thread_id(thread_id, config)
+        return self._stream(input, thread_id, context, decision, decisions, adapter, callbacks, config)
 
     def astream(
         self,
@@ -186,12 +235,14 @@ class GraphRunner:
         show_reasoning: bool = False,
         show_subagents: bool = False,
         callbacks: Sequence[BaseCallbackHandler] = (),
+        config: RunnableConfig | None = None,
     ) -> AsyncIterator[StreamChunk]:
         """Async twin of `stream`."""
         adapter = ChunkAdapter(
             show_tool_calls=show_tool_calls, show_reasoning=show_reasoning, show_subagents=show_subagents
         )
-        return self._astream(input, thread_id, context, decision, decisions, adapter, callbacks)
+        thread_id = config_thread_id(thread_id, config)
+        return self._astream(input, thread_id, context, decision, decisions, adapter, callbacks, config)
 
     def _invoke(
         self,
@@ -201,14 +252,16 @@ class GraphRunner:
         decision: Decision | None,
         decisions: Decisions | None,
         callbacks: Sequence[BaseCallbackHandler],
+        run_config: RunnableConfig | None = None,
     ) -> RunResult:
-        self._check(input, thread_id, decision, decisions)
+        thread_id = config_thread_id(thread_id, run_config)
+        self._check(input, thread_id, decision, decisions, context)
         if self._graph is None:
             return run_sync(
-                lambda: self._ainvoke(input, thread_id, context, decision, decisions, callbacks),
+                lambda: self._ainvoke(input, thread_id, context, decision, decisions, callbacks, run_config),
                 what=f"{self._owner}.invoke with MCP servers",
             )
-        config = self._config(thread_id, callbacks)
+        config = self._config(thread_id, callbacks, run_config)
         graph_input = (
             start_input(input) if input is not None else resume_input(self._graph, config, decision, decisions)
         )
@@ -223,9 +276,11 @@ class GraphRunner:
         decision: Decision | None,
         decisions: Decisions | None,
         callbacks: Sequence[BaseCallbackHandler],
+        run_config: RunnableConfig | None = None,
     ) -> RunResult:
-        self._check(input, thread_id, decision, decisions)
-        async with self._run_graph(self._config(thread_id, callbacks)) as (graph, config):
+        thread_id = config_thread_id(thread_id, run_config)
+        self._check(input, thread_id, decision, decisions, context)
+        async with self._run_graph(self._config(thread_id, callbacks, run_config)) as (graph, config):
             if input is None:
                 graph_input: Any = await aresume_input(graph, config, decision, decisions)
             else:
@@ -244,9 +299,24 @@ class GraphRunner:
         decisions: Decisions | None,
         adapter: ChunkAdapter,
         callbacks: Sequence[BaseCallbackHandler],
+        run_config: RunnableConfig | None = None,
     ) -> Iterator[StreamChunk]:
-        self._check(input, thread_id, decision, decisions)
-        config = self._config(thread_id, callbacks)
+        # Checked on the first next(), not here: StreamResponse then answers a bad call with a 400 JSON body.
+        yield from self._stream_now(input, thread_id, context, decision, decisions, adapter, callbacks, run_config)
+
+    def _stream_now(
+        self,
+        input: Any,
+        thread_id: str | None,
+        context: Any,
+        decision: Decision | None,
+        decisions: Decisions | None,
+        adapter: ChunkAdapter,
+        callbacks: Sequence[BaseCallbackHandler],
+        run_config: RunnableConfig | None,
+    ) -> Iterator[StreamChunk]:
+        self._check(input, thread_id, decision, decisions, context)
+        config = self._config(thread_id, callbacks, run_config)
         if self._graph is None:
             return iterate_sync(
                 lambda: self._astream_run(input, config, context, decision, decisions, adapter),
@@ -266,19 +336,31 @@ class GraphRunner:
         decisions: Decisions | None,
         adapter: ChunkAdapter,
         callbacks: Sequence[BaseCallbackHandler],
+        run_config: RunnableConfig | None = None,
     ) -> AsyncIterator[StreamChunk]:
-        self._check(input, thread_id, decision, decisions)
-        return self._astream_run(input, self._config(thread_id, callbacks), context, decision, decisions, adapter)
+        # Checked on the first __anext__, not here: StreamResponse then answers a bad call with a 400 JSON body.
+        return self._astream_run(
+            input, None, context, decision, decisions, adapter, check=(thread_id, callbacks, run_config)
+        )
 
     async def _astream_run(
         self,
         input: Any,
-        config: RunnableConfig,
+        config: RunnableConfig | None,
         context: Any,
         decision: Decision | None,
         decisions: Decisions | None,
         adapter: ChunkAdapter,
+        *,
+        check: tuple[str | None, Sequence[BaseCallbackHandler], RunnableConfig | None] | None = None,
     ) -> AsyncIterator[StreamChunk]:
+        # ``check`` (thread_id, callbacks, caller config): validate and build the config here, at the first
+        # __anext__, so the error surfaces inside the stream (StreamResponse answers it with a 400 JSON body).
+        if check is not None:
+            self._check(input, check[0], decision, decisions, context)
+            config = self._config(*check)
+        elif config is None:
+            raise TypeError("_astream_run needs a config or a check")
         async with self._run_graph(config) as (graph, config):
             if input is None:
                 graph_input: Any = await aresume_input(graph, config, decision, decisions)

@@ -17,7 +17,7 @@ from langgraph.types import Interrupt as GraphInterrupt
 from pydantic import BaseModel
 
 from ai_utils.client import Decision, InterruptBatch, InterruptEvent, StreamChunk
-from ai_utils.exceptions import UserError
+from ai_utils.exceptions import ModelOutputError, UserError
 from ai_utils.streaming._adapter import ChunkAdapter, aadapt, adapt, stream_kwargs
 from ai_utils.streaming._decisions import to_resume
 from ai_utils.streaming._interrupts import interrupt_chunk
@@ -138,8 +138,22 @@ def final_result(output: GraphOutput[Any], *, structured: bool) -> RunResult:
         if chunk is not None:
             return chunk
     values = output.value
-    if structured and isinstance(values, Mapping) and values.get("structured_response") is not None:
-        return values["structured_response"]
+    if structured:
+        response = values.get("structured_response") if isinstance(values, Mapping) else None
+        if response is None:
+            # e.g. `max_iterations` or `should_break_early` ended the run before a final answer
+            raise ModelOutputError(
+                "The run ended without a structured answer (`output=`). Fix: raise `max_iterations`, or let "
+                "`should_break_early` stop only after the model answered.",
+                errors="no structured response",
+                attempts=0,
+                output=_last_text(values),
+            )
+        return response
+    return _last_text(values)
+
+
+def _last_text(values: Any) -> str:
     messages = values.get("messages", []) if isinstance(values, Mapping) else []
     for message in reversed(messages):
         if isinstance(message, AIMessage):

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Never
 
 from langchain.agents import create_agent
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.types import Durability
 from pydantic import BaseModel
 
+from ai_utils.agents._args import check_prompt, reject_unknown, resolve_llm, tool_list
 from ai_utils.agents._base import Graph, GraphRunner
+from ai_utils.agents._guards import guards
 from ai_utils.agents._hitl import hitl_middleware
 from ai_utils.agents._hooks import AfterToolCall, BeforeToolCall, OnProviderError, ShouldBreakEarly, ToolLoopHooks
 from ai_utils.agents._runner import (
@@ -29,6 +32,8 @@ if TYPE_CHECKING:
     from langgraph.types import Checkpointer
 
     from ai_utils.gateway.actions import ActionRegistry
+    from ai_utils.routing.modes import ModeRouter
+    from ai_utils.tools.registry import ToolRegistry
 
 __all__ = ["Agent"]
 
@@ -45,12 +50,16 @@ class Agent(GraphRunner):
         ```
 
     Args:
-        llm: the chat model; defaults to `ai_utils.get_llm()`.
+        llm: the chat model; defaults to `ai_utils.get_llm()`; a ``"provider:model"`` string is
+            ``get_llm(provider, model)``.
         prompt: the system prompt.
-        tools: `BaseTool`s (e.g. ``ToolRegistry(...).all_tools``) and plain functions with docstrings.
+        tools: `BaseTool`s (e.g. ``ToolRegistry(...).all_tools``) and plain functions with docstrings, or a
+            `ToolRegistry` (all its tools).
         checkpointer: keeps each thread's conversation (``MemorySaver()``, ``sqlite_saver(path)``, ...);
             every call then needs a ``thread_id``.
-        output: a pydantic model; ``invoke`` then returns a validated instance.
+        output: a pydantic model; ``invoke`` then returns a validated instance. A final answer that does not
+            validate is sent back with the error up to ``retries`` times, then `ModelOutputError` is raised.
+        retries: extra model calls for a final answer that fails ``output`` validation (as `Chain`).
         mcp_server: one or more `MCPServer`s; one connection per run, held for the whole run. Their
             ``description`` goes into the system prompt and their tools are named ``<server>__<tool>``.
         interrupt_on: tools that need human approval:
@@ -72,17 +81,25 @@ class Agent(GraphRunner):
             middleware read via their runtime; ``context`` itself is never stored in checkpoints.
         durability: when checkpoints are written: ``"sync"`` (default: each step is stored before the next
             starts, so a crash loses nothing), ``"async"`` or ``"exit"`` (LangGraph's modes).
+        modes: a mode router (``KeywordModeRouter(...)``): each turn's user message picks a mode; the model then
+            sees only that mode's tools and the mode instruction, a call to another tool is refused, and the turn
+            gets at most the mode's ``max_tool_iterations`` tool rounds. ``stream(show_tool_calls=True)`` starts
+            with ``{"kind": "mode", "mode", "tools"}``.
 
     Raises:
-        UserError: for duplicate tool names, approval without a checkpointer, a bad ``output`` or MCP config.
+        UserError: for duplicate tool names, approval without a checkpointer, a bad ``output`` or MCP config,
+            a bad ``llm``/``prompt``/``tools`` value, or an unknown keyword argument.
+
+    Without a checkpointer nothing is remembered between calls; a ``thread_id`` passed anyway is ignored
+    with a one-time `UserWarning`.
     """
 
     def __init__(
         self,
         *,
-        llm: BaseChatModel | None = None,
+        llm: BaseChatModel | str | None = None,
         prompt: str | None = None,
-        tools: Sequence[BaseTool | Callable[..., Any]] = (),
+        tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry = (),
         checkpointer: Checkpointer = None,
         output: type[BaseModel] | None = None,
         mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None = None,
@@ -99,7 +116,13 @@ class Agent(GraphRunner):
         context_schema: type[Any] | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
         actions: ActionRegistry | None = None,
+        modes: ModeRouter | None = None,
+        retries: int = 2,
+        **unknown: Never,
     ) -> None:
+        reject_unknown(unknown, owner="Agent", signature_of=Agent.__init__)
+        prompt = check_prompt(prompt, owner="Agent")
+        tools = tool_list(tools, owner="Agent")
         if actions is not None and output is not None:
             raise UserError(
                 "`actions` reads `!>` directives from the answer text; it cannot be combined with `output`."
@@ -111,11 +134,7 @@ class Agent(GraphRunner):
                 "`interrupt_on` pauses runs for approval, which needs a checkpointer to resume from. "
                 "Pass `checkpointer=MemorySaver()` (or sqlite_saver(...))."
             )
-        if llm is None:
-            from ai_utils.llm import get_llm
-
-            llm = get_llm()
-        self.llm = llm
+        self.llm = resolve_llm(llm, owner="Agent")
         self.prompt = prompt
         self.output = output
         self.describe = describe
@@ -132,6 +151,11 @@ class Agent(GraphRunner):
         if self._servers:
             import ai_utils.tools.mcp  # noqa: F401  # fail now, not mid-run, when the `mcp` extra is missing
         stack = list(middleware)
+        if modes is not None:
+            from ai_utils.routing._middleware import ModeMiddleware
+
+            stack.append(ModeMiddleware(modes))
+        self.modes = modes
         hook_fns = (before_tool_call, after_tool_call, should_break_early, on_provider_error)
         if max_iterations is not None or any(fn is not None for fn in hook_fns):
             stack.append(
@@ -145,6 +169,8 @@ class Agent(GraphRunner):
             )
         if interrupt_on:
             stack.append(hitl_middleware(interrupt_on))
+        stack.extend(guards(output, retries))
+        self.retries = retries
         self._middleware = stack
         # Without MCP the graph is compiled once; with MCP servers the first run builds it with their tools.
         self._gated = tuple(interrupt_on or ())
@@ -196,6 +222,7 @@ class Agent(GraphRunner):
         decisions: Decisions | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
         actor: Any = None,
+        config: RunnableConfig | None = None,
     ) -> RunResult:
         """Run one turn (or resume a paused one) to the end.
 
@@ -209,12 +236,14 @@ class Agent(GraphRunner):
             decisions: one answer per pending item (list in order, or mapping by item id).
             callbacks: LangChain callback handlers for this run only (added to the agent's ``callbacks``).
             actor: who asked (``Actor`` or mapping); with ``actions``, the policy checks their roles and plan.
+            config: a LangChain ``RunnableConfig`` (tags, metadata, run_name, callbacks, recursion_limit,
+                configurable extras), merged with ours; ``config["configurable"]["thread_id"]`` may name the thread.
 
         Returns:
             The answer text, the ``output`` model instance, a `DirectiveResult` with ``actions``, or an
             interrupt chunk (``{"kind": "interrupt", ...}``) when a tool waits for approval.
         """
-        return self._result(self._invoke(input, thread_id, context, decision, decisions, callbacks), actor)
+        return self._result(self._invoke(input, thread_id, context, decision, decisions, callbacks, config), actor)
 
     async def ainvoke(
         self,
@@ -226,7 +255,8 @@ class Agent(GraphRunner):
         decisions: Decisions | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
         actor: Any = None,
+        config: RunnableConfig | None = None,
     ) -> RunResult:
         """Async twin of `invoke`."""
-        result = await self._ainvoke(input, thread_id, context, decision, decisions, callbacks)
+        result = await self._ainvoke(input, thread_id, context, decision, decisions, callbacks, config)
         return self._result(result, actor)

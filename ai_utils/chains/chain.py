@@ -8,11 +8,18 @@ give every public pair. All message building is pure (`build_messages`), shared 
 How inputs reach the model: the system message is ``prompt`` (plus retrieved context and, with
 ``output``, the JSON schema); the human message has one ``key: value`` line per input, where a string
 value is written as it is and any other value as compact JSON. ``thread_id`` is dropped.
+
+A prompt with ``{name}`` fields is a template (Python format syntax, as LangChain's f-string templates):
+the inputs fill it and it is sent as the human message; inputs it does not name follow as ``key: value``
+lines; retrieved context and the schema stay in the system message. ``{{`` and ``}}`` are literal braces.
+Field names must be plain names (no ``{a.b}`` or ``{a[0]}``: a prompt must not reach into objects). A
+prompt whose braces hold no plain name at all (e.g. a JSON example) is sent as it is.
 """
 
 from __future__ import annotations
 
 import json
+import string
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
@@ -38,7 +45,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langchain_core.vectorstores import VectorStore
 
-__all__ = ["Chain", "build_messages", "check_inputs", "render_inputs", "retrieval_query"]
+__all__ = ["Chain", "build_messages", "check_inputs", "render_inputs", "retrieval_query", "template_fields"]
 
 _IGNORED_INPUTS = frozenset({"thread_id"})
 
@@ -52,9 +59,49 @@ def render_inputs(inputs: Mapping[str, Any]) -> str:
     for key, value in inputs.items():
         if key in _IGNORED_INPUTS:
             continue
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=_json_default)
-        lines.append(f"{key}: {text}")
+        lines.append(f"{key}: {_render_value(value)}")
     return "\n".join(lines)
+
+
+def _render_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=_json_default)
+
+
+def template_fields(prompt: str) -> tuple[str, ...]:
+    """The ``{name}`` fields of a template prompt, in order; ``()`` for a prompt that is sent as it is.
+
+    Raises:
+        UserError: the prompt mixes ``{name}`` fields with other ``{...}`` fields (unescaped braces).
+    """
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(prompt) if name is not None]
+    except ValueError:  # unbalanced braces: not a template
+        return ()
+    names = [name for name in fields if name.isidentifier()]
+    if not names:
+        return ()
+    other = [name for name in fields if not name.isidentifier()]
+    if other:
+        raise UserError(
+            f"Chain prompt is a template (it names {names[0]!r}) but also holds {{{other[0]}}}. Fields must be "
+            "plain names; write literal braces as `{{` and `}}`."
+        )
+    return tuple(dict.fromkeys(names))
+
+
+def _fill(prompt: str, fields: Sequence[str], inputs: Mapping[str, Any]) -> str:
+    missing = [name for name in fields if name not in inputs]
+    if missing:
+        raise UserError(
+            f"Chain prompt needs the input {missing[0]!r}, got inputs {sorted(inputs)!r}. "
+            f"Pass it: `chain.invoke({{{missing[0]!r}: ...}})`, or write literal braces as `{{{{` and `}}}}`."
+        )
+    values = {
+        name: value if isinstance(value, str | int | float) else _render_value(value)
+        for name, value in inputs.items()
+        if name in fields
+    }
+    return prompt.format_map(values)
 
 
 def _json_default(value: Any) -> Any:
@@ -106,7 +153,7 @@ def build_messages(
     """The messages one chain call sends: system (prompt, context, schema) + human (inputs).
 
     Args:
-        prompt: the chain's system prompt (may be empty).
+        prompt: the chain's system prompt (may be empty), or a ``{name}`` template filled from ``inputs``.
         inputs: the call's inputs; ``thread_id`` is ignored.
         documents: retrieved context documents, if any.
         output: the output schema, if any.
@@ -117,8 +164,15 @@ def build_messages(
     Raises:
         UserError: ``inputs`` is not a mapping or holds nothing to send.
     """
-    human = check_inputs(inputs)
-    system = prompt
+    fields = template_fields(prompt)
+    if fields:
+        check_inputs(inputs)
+        rest = render_inputs({k: v for k, v in inputs.items() if k not in fields})
+        human = _fill(prompt, fields, inputs) + (f"\n\n{rest}" if rest else "")
+        system = ""
+    else:
+        human = check_inputs(inputs)
+        system = prompt
     if documents:
         system = f"{system}\n\n{render_context(documents)}" if system else render_context(documents)
     if output is not None:
@@ -140,7 +194,9 @@ class Chain(Generic[OutputT]):
 
     Args:
         llm: the chat model; defaults to `ai_utils.get_llm()` (created here, so a missing key fails early).
-        prompt: the system prompt.
+        prompt: the system prompt, or a template such as ``"Translate {text} to {lang}."`` whose fields the
+            inputs fill (sent as the human message; ``{{``/``}}`` are literal braces; a missing input is a
+            `UserError` naming it).
         output: a pydantic model class; ``invoke`` then returns a validated instance of it.
         vector_store: a LangChain `VectorStore`; each call retrieves ``k`` documents as context.
         k: how many documents to retrieve.
@@ -183,6 +239,9 @@ class Chain(Generic[OutputT]):
     ) -> None:
         if output is not None:
             check_schema(output, argument="Chain(output=...)")
+        if not isinstance(prompt, str):
+            raise UserError(f"Chain(prompt=...) must be a str, got {prompt!r}.")
+        template_fields(prompt)  # a malformed template fails here, not on the first call
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise UserError(f"Chain(k=...) must be an int >= 1, got {k!r}. Pass e.g. `k=4`.")
         self.retries = check_retries(retries)

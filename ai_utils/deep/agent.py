@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Never
 
 from langchain.agents.middleware import TodoListMiddleware
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel
 
+from ai_utils.agents._args import check_prompt, reject_unknown, resolve_llm, tool_list
 from ai_utils.agents._base import Graph, GraphRunner
+from ai_utils.agents._guards import guard_tool, guards
 from ai_utils.agents._hitl import to_interrupt_on
 from ai_utils.agents._runner import Decisions, RunResult
 from ai_utils.client import Decision
@@ -22,6 +25,9 @@ from ai_utils.tools._normalize import check_unique, normalize_tools
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
+
+    from ai_utils.routing.modes import ModeRouter
+    from ai_utils.tools.registry import ToolRegistry
 
 __all__ = ["DeepAgent"]
 
@@ -35,19 +41,8 @@ def _checkpointer(checkpointer: Any) -> Any:
 
 
 def _chat_model(llm: Any) -> Any:
-    """A chat model object: ``None`` is `get_llm()`, ``"provider:model"`` is ``get_llm(provider, model)``.
-
-    deepagents would resolve a string itself, with provider profiles that add their own headers and
-    routing (its OpenRouter profile excludes providers), so strings go through our factory instead.
-    """
-    if llm is not None and not isinstance(llm, str):
-        return llm
-    from ai_utils.llm import get_llm
-
-    if llm is None:
-        return get_llm()
-    provider, _, model = llm.partition(":")
-    return get_llm(provider, model or None)
+    """A chat model object (see `ai_utils.agents._args.resolve_llm`)."""
+    return resolve_llm(llm, owner="DeepAgent")
 
 
 def _subagent(spec: Any) -> Any:
@@ -78,8 +73,11 @@ class DeepAgent(GraphRunner):
         llm: the chat model object; defaults to `ai_utils.get_llm()`; a ``"provider:model"`` string is
             ``get_llm(provider, model)``. Subagents use it too unless they name their own (a subagent's
             ``"model"`` string is resolved the same way).
-        tools: `BaseTool`s and plain functions with docstrings, next to the built-in file tools.
-        output: a pydantic model; ``invoke`` then returns a validated instance.
+        tools: `BaseTool`s and plain functions with docstrings (or a `ToolRegistry`), next to the built-in file
+            tools.
+        output: a pydantic model; ``invoke`` then returns a validated instance. A final answer that does not
+            validate is sent back with the error up to ``retries`` times, then `ModelOutputError` is raised.
+        retries: extra model calls for a final answer that fails ``output`` validation (as `Chain`).
         checkpointer: ``True`` (default) keeps threads in memory; pass a saver (``sqlite_saver(path)``) to
             survive restarts, or ``None``/``False`` for none. With one, every call needs a ``thread_id``.
         backend: where the file tools work, an instance (``create_state_backend()``, default: files live in
@@ -97,10 +95,16 @@ class DeepAgent(GraphRunner):
         mcp_server: one or more `MCPServer`s, as for `Agent`.
         describe: what the agent is for (metadata only; not sent to the model).
         callbacks: LangChain callback handlers for every run; ``invoke``/``stream`` take more per call.
+        modes: a mode router, as for `Agent`: per turn only the mode's tools (built-in ones included: list
+            ``"read_file"``, ``"write_todos"``, ... in ``allowed_tools`` to keep them) and the mode instruction.
 
     Raises:
         UserError: approval without a checkpointer, a backend class or factory instead of an instance, a bad
-            ``output``, duplicate tool names, or an ``interrupt_on`` key that names no tool.
+            ``output``, duplicate tool names, an ``interrupt_on`` key that names no tool, a bad
+            ``llm``/``prompt``/``tools`` value, or an unknown keyword argument.
+
+    With ``checkpointer=None``/``False`` nothing is remembered; a ``thread_id`` passed anyway is ignored with a
+    one-time `UserWarning`.
     """
 
     _owner = "DeepAgent"
@@ -110,7 +114,7 @@ class DeepAgent(GraphRunner):
         *,
         prompt: str | None = None,
         llm: BaseChatModel | str | None = None,
-        tools: Sequence[BaseTool | Callable[..., Any]] = (),
+        tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry = (),
         output: type[BaseModel] | None = None,
         checkpointer: Any = True,
         backend: Any = None,
@@ -126,7 +130,13 @@ class DeepAgent(GraphRunner):
         mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None = None,
         describe: str | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
+        modes: ModeRouter | None = None,
+        retries: int = 2,
+        **unknown: Never,
     ) -> None:
+        reject_unknown(unknown, owner="DeepAgent", signature_of=DeepAgent.__init__)
+        prompt = check_prompt(prompt, owner="DeepAgent")
+        tools = tool_list(tools, owner="DeepAgent")
         if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
             raise UserError(f"`output` must be a pydantic model class, got {output!r}.")
         if backend is not None and (isinstance(backend, type) or not hasattr(backend, "read")):
@@ -145,6 +155,10 @@ class DeepAgent(GraphRunner):
         self.output = output
         self.backend = backend
         self.permissions = list(permissions) if permissions is not None else None
+        if backend is not None and self.permissions:
+            from ai_utils.deep.backends import attach_permissions
+
+            attach_permissions(backend, self.permissions)  # the local shell hides what these rules deny
         self.interrupt_on = dict(interrupt_on) if interrupt_on else None
         self._interrupt_on = to_interrupt_on(interrupt_on) if interrupt_on else None
         self._gated = tuple(self._interrupt_on or ())
@@ -152,6 +166,15 @@ class DeepAgent(GraphRunner):
         self.subagents = [_subagent(spec) for spec in subagents] if subagents is not None else None
         self.skills = list(skills) if skills is not None else None
         self.middleware = list(middleware)
+        self.modes = modes
+        if modes is not None:
+            from ai_utils.routing._middleware import ModeMiddleware
+
+            self._mode_middleware: list[Any] = [ModeMiddleware(modes)]
+        else:
+            self._mode_middleware = []
+        self.retries = retries
+        self._guards = guards(output, retries)
         self.store = store
         self.name = name
         self.context_schema = context_schema
@@ -213,9 +236,9 @@ class DeepAgent(GraphRunner):
         check_unique(t.name for t in tools)
         graph: Graph = create_deep_agent(
             model=self.llm,
-            tools=list(tools),
+            tools=[guard_tool(t) for t in tools],
             system_prompt=self.system_prompt,
-            middleware=[TodoListMiddleware(), *self.middleware],
+            middleware=[TodoListMiddleware(), *self.middleware, *self._mode_middleware, *self._guards],
             subagents=self.subagents,
             skills=self.skills,
             memory=self.agents_md,
@@ -241,6 +264,7 @@ class DeepAgent(GraphRunner):
         decision: Decision | None = None,
         decisions: Decisions | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
+        config: RunnableConfig | None = None,
     ) -> RunResult:
         """Run one turn (or resume a paused one) to the end.
 
@@ -253,11 +277,13 @@ class DeepAgent(GraphRunner):
                 ``{"type": "respond", "message": ...}``.
             decisions: one answer per pending item (list in order, or mapping by item id).
             callbacks: LangChain callback handlers for this run.
+            config: a LangChain ``RunnableConfig`` (tags, metadata, run_name, callbacks, recursion_limit,
+                configurable extras), merged with ours; ``config["configurable"]["thread_id"]`` may name the thread.
 
         Returns:
             The answer text, the ``output`` model instance, or an interrupt chunk when a tool waits for approval.
         """
-        return self._invoke(input, thread_id, context, decision, decisions, callbacks)
+        return self._invoke(input, thread_id, context, decision, decisions, callbacks, config)
 
     async def ainvoke(
         self,
@@ -268,6 +294,7 @@ class DeepAgent(GraphRunner):
         decision: Decision | None = None,
         decisions: Decisions | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
+        config: RunnableConfig | None = None,
     ) -> RunResult:
         """Async twin of `invoke`."""
-        return await self._ainvoke(input, thread_id, context, decision, decisions, callbacks)
+        return await self._ainvoke(input, thread_id, context, decision, decisions, callbacks, config)

@@ -1,21 +1,32 @@
 """Backends for `DeepAgent`: where its files live and where ``execute`` runs.
 
 The workspace backends are deepagents ``CompositeBackend``s: ``route`` (``/workspace/``) maps to
-``root_dir`` on disk (``/workspace/x.txt`` is ``<root_dir>/x.txt``; ``..``, ``~`` and symlinks out of
-``root_dir`` are refused), every other path is refused, and ``execute`` (if any) runs in the
-workspace. Because all ``workspace_permissions`` rules lie inside the route, deepagents accepts
-them with the shell backends too.
+``root_dir`` on disk (``/workspace/x.txt`` is ``<root_dir>/x.txt``; ``..``, ``~``, NUL bytes and
+symlinks out of ``root_dir`` are refused with an error result), every other path is refused, and
+``execute`` (if any) runs in the workspace under bubblewrap (`ai_utils.deep._confine`): the local
+shell with the host toolchain and network, the sandbox without network, as an unprivileged uid and
+with resource limits. Because all ``workspace_permissions`` rules lie inside the route, deepagents
+accepts them with the shell backends too; their deny rules hide those paths from commands.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ai_utils._optional import missing_extra
-from ai_utils.deep._sandbox import BwrapSandboxBackend, run_limited
+from ai_utils.deep._confine import BwrapCommand, Confinement, Limits, denied_mounts, find_bwrap, probe_bwrap
+from ai_utils.deep._sandbox import (
+    BwrapSandboxBackend,
+    WorkspaceFiles,
+    command_problem,
+    effective_timeout,
+    run_limited,
+)
 from ai_utils.deep.permissions import CommandPolicy, normalize_route, to_host_command
 from ai_utils.exceptions import UserError
 
@@ -40,11 +51,15 @@ except ImportError as _import_error:
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from typing import TypeAlias
 
     from deepagents.middleware.filesystem import FilesystemPermission
 
+    _Runner: TypeAlias = Callable[[str, int | None, Sequence[Sequence[FilesystemPermission]]], ExecuteResponse]
+
 __all__ = [
     "BwrapSandboxBackend",
+    "attach_permissions",
     "create_filesystem_backend",
     "create_local_shell_backend",
     "create_sandbox_backend",
@@ -58,6 +73,7 @@ _log = logging.getLogger(__name__)
 _INTERNAL_PREFIXES = ("/large_tool_results/", "/conversation_history/")
 _RESERVED_MOUNTS = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/dev", "/tmp")
 _warned_local_shell = False
+_LOCAL_TMP_SIZE = 1 << 30  # the local shell's private /tmp lives in memory
 
 
 class _RouteOnlyState(StateBackend):
@@ -155,19 +171,20 @@ class _RouteOnlyState(StateBackend):
 class _SandboxShell(_RouteOnlyState, SandboxBackendProtocol):
     """`_RouteOnlyState` plus ``execute`` through a runner (the composite sends ``execute`` to its default)."""
 
-    def __init__(self, route: str, runner: Callable[[str, int | None], ExecuteResponse], id_prefix: str) -> None:
+    def __init__(self, route: str, runner: _Runner, id_prefix: str) -> None:
         super().__init__(route)
         self._runner = runner
         self._id = f"{id_prefix}-{uuid.uuid4().hex[:8]}"
+        self.rule_sets: list[list[FilesystemPermission]] = []
 
     @property
     def id(self) -> str:
         return self._id
 
     def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
-        if not command or not isinstance(command, str):
-            return ExecuteResponse(output="Error: command must be a non-empty string.", exit_code=1, truncated=False)
-        return self._runner(command, timeout)
+        if problem := command_problem(command):
+            return ExecuteResponse(output=problem, exit_code=1, truncated=False)
+        return self._runner(command, timeout, self.rule_sets)
 
 
 class _HostShell(_RouteOnlyState, LocalShellBackend):
@@ -178,15 +195,37 @@ class _HostShell(_RouteOnlyState, LocalShellBackend):
     unrestricted one.
     """
 
-    def __init__(self, route: str, root: Path, runner: Callable[[str, int | None], ExecuteResponse]) -> None:
+    def __init__(
+        self,
+        route: str,
+        root: Path,
+        runner: _Runner,
+        permissions: Sequence[FilesystemPermission],
+    ) -> None:
         _RouteOnlyState.__init__(self, route)
         LocalShellBackend.__init__(self, root_dir=root, virtual_mode=True)
         self._runner = runner
+        self.rule_sets: list[list[FilesystemPermission]] = [list(permissions)]
 
     def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
-        if not command or not isinstance(command, str):
-            return ExecuteResponse(output="Error: command must be a non-empty string.", exit_code=1, truncated=False)
-        return self._runner(command, timeout)
+        if problem := command_problem(command):
+            return ExecuteResponse(output=problem, exit_code=1, truncated=False)
+        return self._runner(command, timeout, self.rule_sets)
+
+
+def attach_permissions(backend: object, permissions: Sequence[FilesystemPermission] | None) -> None:
+    """Let a shell backend also enforce the agent's own deny rules in ``execute``.
+
+    `DeepAgent` calls this with its ``permissions``, so rules passed only to the agent confine the
+    shell too: the denied workspace paths are hidden or read-only for commands (and the local shell's
+    lexical check refuses them by name).
+    """
+    shell = backend.default if isinstance(backend, CompositeBackend) else None
+    if not permissions or not isinstance(shell, (_HostShell, _SandboxShell)):
+        return
+    rules = list(permissions)
+    if rules not in shell.rule_sets:
+        shell.rule_sets.append(rules)
 
 
 def sandbox_shell_prompt(backend: object) -> str:
@@ -226,6 +265,9 @@ def create_state_backend() -> StateBackend:
 def create_filesystem_backend(root_dir: str | Path) -> FilesystemBackend:
     """Files on disk under ``root_dir``, which the agent sees as ``/`` (``..``/``~``/symlinks out refused).
 
+    A refused path (through a symlink out, with a NUL byte) is an error result for the model, never an
+    exception that ends the run, and the message names no host path.
+
     Args:
         root_dir: the folder; created if missing.
 
@@ -234,7 +276,7 @@ def create_filesystem_backend(root_dir: str | Path) -> FilesystemBackend:
     """
     root = Path(root_dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    return FilesystemBackend(root_dir=root, virtual_mode=True)
+    return WorkspaceFiles(root)
 
 
 def create_workspace_backend(root_dir: str | Path, route: str = "/workspace/") -> CompositeBackend:
@@ -260,51 +302,124 @@ def create_local_shell_backend(
     timeout: float = 120,
     max_output_bytes: int = 100_000,
     env: dict[str, str] | None = None,
+    confinement: Confinement = "os",
+    bwrap: str | None = None,
+    read_only_paths: Sequence[str | Path] = (),
 ) -> CompositeBackend:
-    """The workspace backend plus ``execute`` in a HOST shell — for local development only.
+    """The workspace backend plus ``execute`` in a shell on this machine, confined to the workspace.
 
-    Commands run on this machine with the server's user rights, cwd ``root_dir``, an environment of
-    only ``PATH``, ``HOME=<root_dir>`` and ``LANG`` (plus ``env``), a time limit (the process group
-    is killed) and an output limit. Each command is first checked by ``policy``
-    (`ai_utils.deep.permissions.CommandPolicy`; default: any program, workspace paths only) and
-    against the deny rules in ``permissions``; refusals come back to the model as an error result.
-    That check is lexical: it is NOT a sandbox (see `ai_utils.deep.permissions`). Use
-    `create_sandbox_backend` for untrusted code. A warning is logged once per process.
+    With ``confinement="os"`` (default) every command runs under bubblewrap: the host toolchain
+    (``/usr``, ``/bin``, ``/lib*`` and a few loader/TLS/DNS files of ``/etc``, not ``passwd``)
+    read-only, ``root_dir`` read-write at its host path (also at ``route`` when that is free) as the
+    only writable host folder, workspace paths denied by ``permissions`` hidden (``deny_read``) or
+    read-only (``deny_write``), a private 1 GiB ``/tmp``, its own PID namespace and ``/proc``, no
+    capabilities, our uid, and the host network. Nothing else of the host exists inside (no
+    ``/home``, ``/root``, host ``/tmp``, other processes). Deny rules cover the paths that exist when
+    the command starts. At the time limit the whole process tree is killed.
+
+    With ``confinement="lexical"`` commands run directly on the host, only checked by the lexical
+    ``policy``: that can be bypassed (globs, symlinks, programs that build paths) — use it only
+    where bubblewrap cannot run and the model is trusted.
+
+    Either way each command is first checked by ``policy`` (`ai_utils.deep.permissions.CommandPolicy`;
+    default: any program, workspace paths only) and against the deny rules — a fast filter with a
+    clear message; refusals and commands over 64 KiB come back to the model as an error result. The
+    environment is only ``PATH``, ``HOME=<root_dir>`` and ``LANG`` (plus ``env``). For untrusted code
+    prefer `create_sandbox_backend` (no network, an unprivileged uid, resource limits).
 
     Args:
         root_dir: the host folder; created if missing.
         route: the prefix the agent sees.
         policy: the command policy.
-        permissions: file rules whose deny entries also refuse commands (pass the same list as
-            ``DeepAgent(permissions=...)``).
-        timeout: default seconds per command.
+        permissions: file rules whose deny entries also confine commands (`DeepAgent` adds its own
+            ``permissions`` too).
+        timeout: seconds per command; the most a model-supplied ``timeout`` can ask for.
         max_output_bytes: output kept per command.
         env: extra environment variables for commands.
+        confinement: ``"os"`` (bubblewrap) or ``"lexical"`` (the policy only; bypassable).
+        bwrap: path of the ``bwrap`` binary (default: found on ``PATH``).
+        read_only_paths: more host folders commands may read (e.g. ``/opt/node``), at the same path.
 
     Returns:
         A deepagents ``CompositeBackend`` that supports ``execute``.
+
+    Raises:
+        UserError: bubblewrap is missing or cannot run here (with ``confinement="os"``), or a bad option.
     """
     global _warned_local_shell
-    if not _warned_local_shell:
-        _log.warning("create_local_shell_backend runs commands on the host (dev only); it is not a sandbox.")
-        _warned_local_shell = True
+    if confinement not in ("os", "lexical"):
+        msg = f"confinement must be 'os' or 'lexical', got {confinement!r}; pass confinement='os'."
+        raise UserError(msg)
+    if timeout <= 0:
+        msg = f"timeout must be positive, got {timeout!r}; pass seconds, e.g. timeout=120."
+        raise UserError(msg)
     prefix = normalize_route(route)
     files = create_filesystem_backend(root_dir)
     root = files.cwd
+    host_read_only = _host_paths(read_only_paths)
+    if host_read_only and confinement == "lexical":
+        msg = "read_only_paths needs confinement='os' (a lexical check cannot keep them read-only); drop one of them."
+        raise UserError(msg)
     checker = policy or CommandPolicy()
-    rules = list(permissions)
+    if host_read_only:
+        checker = dataclasses.replace(checker, host_paths=(*checker.host_paths, *host_read_only))
     run_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(root), "LANG": "C.UTF-8", **(env or {})}
+    sandbox: BwrapCommand | None = None
+    if confinement == "os":
+        try:
+            binary = find_bwrap(bwrap)
+        except UserError as error:
+            raise UserError(f"{error} Or pass confinement='lexical' (a bypassable lexical check only).") from None
+        probe_bwrap(binary)
+        mount = prefix.rstrip("/")
+        host = PurePosixPath(root)
+        # Also at the route, unless that would hide a system folder or overlap the workspace's own host path.
+        overlaps = host.is_relative_to(mount) or PurePosixPath(mount).is_relative_to(host)
+        extra = () if overlaps or mount.startswith(_RESERVED_MOUNTS) else (mount,)
+        sandbox = BwrapCommand(
+            binary=binary,
+            workspace=root,
+            mount=str(root),
+            extra_mounts=extra,
+            network=True,
+            uid=os.geteuid(),
+            limits=Limits(tmp_size=_LOCAL_TMP_SIZE),
+            host_read_only=host_read_only,
+        )
+    elif not _warned_local_shell:
+        _log.warning("create_local_shell_backend(confinement='lexical') runs commands on the host; it is bypassable.")
+        _warned_local_shell = True
 
-    def run(command: str, command_timeout: int | None) -> ExecuteResponse:
+    def run(
+        command: str, command_timeout: int | None, rule_sets: Sequence[Sequence[FilesystemPermission]]
+    ) -> ExecuteResponse:
+        rules = [rule for rules in rule_sets for rule in rules]
         refusal = checker.check(command, root_dir=root, route=prefix, permissions=rules)
         if refusal is not None:
             return ExecuteResponse(output=f"Error: {refusal}", exit_code=126, truncated=False)
         host_command = to_host_command(command, root_dir=root, route=prefix)
-        limit = timeout if command_timeout is None or command_timeout <= 0 else command_timeout
-        argv = ["/bin/sh", "-c", host_command]
+        limit = effective_timeout(timeout, command_timeout)
+        if sandbox is None:
+            argv = ["/bin/sh", "-c", host_command]
+        else:
+            hidden, read_only = denied_mounts(root, prefix, rule_sets)
+            argv = dataclasses.replace(sandbox, hidden=hidden, read_only=read_only).argv(host_command)
         return run_limited(argv, cwd=root, env=run_env, timeout=limit, max_output_bytes=max_output_bytes)
 
-    return CompositeBackend(default=_HostShell(prefix, root, run), routes={prefix: files})
+    return CompositeBackend(default=_HostShell(prefix, root, run, permissions), routes={prefix: files})
+
+
+def _host_paths(paths: Sequence[str | Path]) -> tuple[str, ...]:
+    resolved = []
+    for path in paths:
+        real = Path(path).resolve()
+        if not real.exists() or real == Path("/"):
+            msg = (
+                f"read_only_paths entry {str(path)!r} does not exist or is '/'; pass existing folders like '/opt/node'."
+            )
+            raise UserError(msg)
+        resolved.append(str(real))
+    return tuple(resolved)
 
 
 def create_sandbox_backend(
@@ -325,15 +440,16 @@ def create_sandbox_backend(
     Args:
         root_dir: the host folder; created if missing.
         route: the prefix the agent sees and the mount point inside the sandbox.
-        timeout: default seconds per command.
+        timeout: seconds per command; the most a model-supplied ``timeout`` can ask for.
         max_output_bytes: output kept per command.
-        **options: passed to `BwrapSandboxBackend` (``bwrap=`` path).
+        **options: passed to `BwrapSandboxBackend`: ``bwrap=`` path and the limits ``max_processes``,
+            ``max_file_size``, ``max_memory``, ``max_cpu_seconds``, ``tmp_size`` (``None`` lifts one).
 
     Returns:
         A deepagents ``CompositeBackend`` that supports ``execute``.
 
     Raises:
-        UserError: ``bwrap`` is missing or ``route`` would hide a system folder.
+        UserError: ``bwrap`` is missing or cannot run here, a bad limit, or ``route`` would hide a system folder.
     """
     prefix = normalize_route(route)
     mount = prefix.rstrip("/")
@@ -342,7 +458,10 @@ def create_sandbox_backend(
         raise UserError(msg)
     sandbox = BwrapSandboxBackend(root_dir, timeout=timeout, max_output_bytes=max_output_bytes, mount=mount, **options)
 
-    def run(command: str, command_timeout: int | None) -> ExecuteResponse:
-        return sandbox.execute(command, timeout=command_timeout)
+    def run(
+        command: str, command_timeout: int | None, rule_sets: Sequence[Sequence[FilesystemPermission]]
+    ) -> ExecuteResponse:
+        hidden, read_only = denied_mounts(sandbox.cwd, prefix, rule_sets)
+        return sandbox.run(command, command_timeout, hidden=hidden, read_only=read_only)
 
     return CompositeBackend(default=_SandboxShell(prefix, run, "bwrap"), routes={prefix: sandbox})

@@ -6,31 +6,30 @@ allows). deepagents enforces them on ``ls``/``read_file``/``write_file``/``edit_
 
 ``execute``: deepagents refuses ``permissions`` together with an execute-capable backend unless
 every rule path lies inside a ``CompositeBackend`` route. Our workspace backends
-(`ai_utils.deep.backends`) are such composites, so rules inside the route are accepted, and the
-shell is confined by `CommandPolicy` instead, which the local shell backend applies to every
-command before it runs.
+(`ai_utils.deep.backends`) are such composites, so rules inside the route are accepted. The shell is
+confined by the OS (bubblewrap, see `ai_utils.deep.backends.create_local_shell_backend`); before
+that, `CommandPolicy` checks each command lexically — a fast first filter with clear refusals, not
+the guarantee.
 
-What `CommandPolicy` confines (lexically, before the command runs) — and what it cannot:
+What `CommandPolicy` refuses (lexically, before the command runs):
 
-* refused: absolute paths outside the workspace (``cat /etc/passwd``, ``ls /``), ``..`` path
-  segments (``cd .. && ls``), ``~``, variable expansion and command substitution (``$HOME``,
-  ``$(...)``, backticks — they could name any path), relative paths that resolve through a
-  symlink out of ``root_dir``, ``cd``/``pushd`` without a folder (home) or with ``-``, paths denied
-  by the given permission rules, commands whose program is not in ``allow`` (when set) and commands
-  matching a ``deny`` regex. The command text of ``sh -c``/``bash -c``/``eval`` is checked the same way.
-* the working directory is ``root_dir``; route paths (``/workspace/x``) are rewritten to the host
-  path of ``root_dir``.
-* NOT confined: what a program does at run time. ``python3 -c`` code that builds a path from
-  pieces, a script inside the workspace, or a binary's own config can still reach the host and
-  the network with the server's user rights. A local shell is not a sandbox; for untrusted code use
-  ``create_sandbox_backend`` (bubblewrap).
+* absolute paths outside the workspace (``cat /etc/passwd``, ``ls /``), ``..`` path segments
+  (``cd .. && ls``), ``~``, variable expansion and command substitution (``$HOME``, ``$(...)``,
+  backticks), relative paths that resolve through a symlink out of ``root_dir``, ``cd``/``pushd``
+  without a folder (home) or with ``-``, paths denied by the given permission rules, commands
+  whose program is not in ``allow`` (when set) and commands matching a ``deny`` regex. The command
+  text of ``sh -c``/``bash -c``/``eval`` is checked the same way. The check is linear in the command
+  length (commands are at most 64 KiB).
+* route paths (``/workspace/x``) are rewritten to the host path of ``root_dir``.
+* what it cannot see: globs (``cat .?/x``), symlinks made by the command itself, options with a
+  path glued on (``tar -C/etc``), programs that build paths at run time. Only OS confinement stops
+  those; with ``confinement="lexical"`` they reach the host.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Literal
@@ -60,7 +59,7 @@ __all__ = [
 _Operation = Literal["read", "write"]
 _GLOB_FLAGS = wcglob.BRACE | wcglob.GLOBSTAR
 _EXPANSION = re.compile(r"[$`]")
-_ABSOLUTE = re.compile(r"(?:^|(?<=[^\w.~-]))/[^\s'\"()<>|;&]*")
+_ABSOLUTE = re.compile(r"(?:^|(?<=[^\w.~*?\]}-]))/[^\s'\"()<>|;&]*")
 _PARENT = re.compile(r"(?:^|[^\w.])\.\.(?:$|/)")
 _SHELL_OPERATORS = {"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"}
 # `cd` alone goes to $HOME, `cd -` to $OLDPWD: both outside the workspace.
@@ -174,10 +173,13 @@ class CommandPolicy:
         allow: program names that may run (first word of each simple command, e.g. ``("ls",
             "cat", "python3")``); ``None`` allows any program.
         deny: regular expressions; a command matching any of them is refused.
+        host_paths: host folders that commands may name besides the workspace (the local shell's
+            ``read_only_paths`` are added).
     """
 
     allow: tuple[str, ...] | None = None
     deny: tuple[str, ...] = ()
+    host_paths: tuple[str, ...] = ()
 
     def check(
         self,
@@ -210,8 +212,10 @@ class CommandPolicy:
         for words in _simple_commands(tokens):
             if reason := self._command_problem(words, root_dir=root_dir, route=route, permissions=permissions):
                 return reason
-        for token in tokens:
-            if reason := _token_problem(token, root_dir=root_dir, route=route, permissions=permissions):
+        for token in dict.fromkeys(tokens):  # each distinct token once
+            if reason := _token_problem(
+                token, root_dir=root_dir, route=route, permissions=permissions, host_paths=self.host_paths
+            ):
                 return reason
         return None
 
@@ -233,10 +237,45 @@ class CommandPolicy:
         return None
 
 
+# One piece of a shell word per match. shlex builds each token one character at a time (quadratic in
+# the token length); this scanner takes whole runs, so the check stays linear in the command length.
+_PIECE = re.compile(
+    r"(?P<newline>\n)|(?P<space>[ \t\r\f\v]+)|(?P<punct>[();<>|&]+)|'(?P<single>[^']*)'"
+    r'|"(?P<double>(?:[^"\\]|\\.)*)"|\\(?P<escaped>.)|(?P<word>[^\s();<>|&\'"\\]+)|(?P<bad>[\'"\\])',
+    re.DOTALL,
+)
+_DOUBLE_ESCAPE = re.compile(r'\\([\\"$`\n])')
+
+
 def _tokens(command: str) -> list[str]:
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    return list(lexer)
+    """Split ``command`` into shell words and operator tokens (a newline separates commands like ``;``)."""
+    tokens: list[str] = []
+    parts: list[str] = []
+    started = False
+    position = 0
+    while position < len(command):
+        if not started and command.startswith("#", position):  # a comment runs to the end of the line
+            end = command.find("\n", position)
+            position = len(command) if end < 0 else end
+            continue
+        match = _PIECE.match(command, position)
+        if match is None or match.lastgroup == "bad":
+            raise ValueError("No closing quotation")
+        position = match.end()
+        kind = match.lastgroup or "word"
+        if kind in ("newline", "space", "punct"):
+            if started:
+                tokens.append("".join(parts))
+                parts, started = [], False
+            if kind != "space":
+                tokens.append(";" if kind == "newline" else match.group())
+            continue
+        started = True
+        value = match.group(kind)
+        parts.append(_DOUBLE_ESCAPE.sub(r"\1", value) if kind == "double" else value)
+    if started:
+        tokens.append("".join(parts))
+    return tokens
 
 
 def _simple_commands(tokens: list[str]) -> list[list[str]]:
@@ -251,7 +290,12 @@ def _simple_commands(tokens: list[str]) -> list[list[str]]:
 
 
 def _token_problem(
-    token: str, *, root_dir: Path, route: str, permissions: Sequence[FilesystemPermission]
+    token: str,
+    *,
+    root_dir: Path,
+    route: str,
+    permissions: Sequence[FilesystemPermission],
+    host_paths: Sequence[str] = (),
 ) -> str | None:
     if token.startswith("~"):
         return f"command refused: {token!r} names a home directory outside the workspace."
@@ -262,14 +306,17 @@ def _token_problem(
         path = match.rstrip(".,:")
         inside_route = path == route.rstrip("/") or path.startswith(route)
         inside_host = path == host_root or path.startswith(host_root + "/")
-        if not (inside_route or inside_host) and path not in ("/dev/null",):
+        allowed = any(path == extra or path.startswith(extra.rstrip("/") + "/") for extra in host_paths)
+        if not (inside_route or inside_host or allowed) and path not in ("/dev/null",):
             return f"command refused: {path!r} is outside the workspace {route}; use paths inside it."
     virtual = _virtual_path(token, root_dir=root_dir, route=route)
     if virtual is None:
         return None
-    real = (root_dir / virtual[len(route) :]).resolve() if virtual != route else root_dir
-    if os.path.lexists(root_dir / virtual[len(route) :]) and not real.is_relative_to(root_dir):
-        return f"command refused: {token!r} resolves to {str(real)!r}, outside the workspace {route}."
+    host = os.path.join(root_dir, virtual[len(route) :])
+    if virtual != route and os.path.lexists(host):
+        real = Path(os.path.realpath(host))
+        if not real.is_relative_to(root_dir):
+            return f"command refused: {token!r} resolves to {str(real)!r}, outside the workspace {route}."
     for rule in permissions:
         if rule.mode == "deny" and any(wcglob.globmatch(virtual, p, flags=_GLOB_FLAGS) for p in rule.paths):
             return f"command refused: permission denied for {virtual} ({'/'.join(rule.operations)})."

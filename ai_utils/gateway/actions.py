@@ -173,7 +173,31 @@ class ActionPolicyResult:
     reason: str | None = None
 
 
-ActionPolicy: TypeAlias = Callable[[ActionPolicyContext], ActionPolicyResult]
+ActionPolicy: TypeAlias = Callable[[ActionPolicyContext], "ActionPolicyResult | Mapping[str, Any]"]
+"""``policy(context) -> ActionPolicyResult`` or the seed's mapping ``{"status": ..., "reason": ...}``."""
+
+
+def _verdict(result: Any, action_id: str) -> ActionPolicyResult:
+    """An action policy's return value as an `ActionPolicyResult` (a mapping is accepted as the seed has it)."""
+    status: Any
+    reason: Any
+    if isinstance(result, ActionPolicyResult):
+        status, reason = result.status, result.reason
+    elif isinstance(result, Mapping):
+        status, reason = result.get("status"), result.get("reason")
+    else:
+        raise UserError(
+            f"The action policy returned {result!r} for {action_id!r}; return ActionPolicyResult(status, reason) "
+            'or {"status": "allowed" | "requires_confirmation" | "blocked", "reason": ...}.'
+        )
+    if status not in get_args(ValidatedActionStatus):
+        raise UserError(
+            f"The action policy returned status {status!r} for {action_id!r}; use one of "
+            f"{', '.join(get_args(ValidatedActionStatus))}."
+        )
+    if reason is not None and not isinstance(reason, str):
+        raise UserError(f"The action policy returned reason {reason!r} for {action_id!r}; a reason must be a str.")
+    return ActionPolicyResult(status, reason)
 
 
 def default_action_policy(context: ActionPolicyContext) -> ActionPolicyResult:
@@ -225,7 +249,8 @@ class ActionRegistry:
 
     Args:
         actions: initial definitions (ids and aliases must be unique).
-        policy: decides per proposal; default `default_action_policy`.
+        policy: decides per proposal; default `default_action_policy`. It returns an `ActionPolicyResult` or
+            the seed's ``{"status", "reason"}`` mapping; anything else is a `UserError`.
 
     Raises:
         UserError: a duplicate id or alias.
@@ -326,7 +351,7 @@ class ActionRegistry:
             except (ValidationError, ValueError, TypeError) as err:
                 reason = f"Invalid params for action {action.id!r}: {err}"
                 return ValidatedAction(action.id, proposal.params, "blocked", reason, action)
-        result = self.policy(ActionPolicyContext(action, params, to_actor(actor)))
+        result = _verdict(self.policy(ActionPolicyContext(action, params, to_actor(actor))), action.id)
         return ValidatedAction(action.id, params, result.status, result.reason, action)
 
 

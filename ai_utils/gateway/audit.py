@@ -3,12 +3,18 @@
 A sink is any object with ``write(entry)``; it may add ``async awrite(entry)``. Sinks here: `NoopAuditSink`,
 `MemoryAuditSink` (tests), `JsonlAuditSink`, `SqliteAuditSink` (embedded, durable) and, in
 `ai_utils.gateway.supabase_audit`, `SupabaseAuditSink`.
+
+With ``audit_mode="required"`` the gateway first writes a ``"pending"`` row for each call (before the provider is
+called, so no token reaches anyone unless the sink works), then the final row with the same ``request_id``. The
+sinks here complete the pending row in place (the JSONL sink appends the final line after it); a finished row is
+never overwritten. A custom sink sees both writes.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 from dataclasses import dataclass, field, fields
@@ -28,7 +34,29 @@ __all__ = [
     "SqliteAuditSink",
 ]
 
-AuditStatus = Literal["succeeded", "failed", "blocked"]
+AuditStatus = Literal["succeeded", "failed", "blocked", "pending"]
+_TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def sql_table_name(table: object, *, what: str, default: str) -> str:
+    """``table`` if it is a plain ASCII identifier (SQL is built with it, always quoted), else `UserError`.
+
+    Args:
+        table: the name to check.
+        what: which table, for the message (``"Audit"``).
+        default: the name to suggest.
+
+    Returns:
+        ``table``.
+    """
+    if not isinstance(table, str) or not _TABLE_NAME.fullmatch(table):
+        from ai_utils.exceptions import UserError
+
+        raise UserError(
+            f"{what} table name {table!r} is not a plain identifier (ASCII letters, digits, '_', at most 63). "
+            f"Use e.g. {default!r}."
+        )
+    return table
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +68,8 @@ class AuditEntry:
         feature: the routed feature.
         provider: the route's provider.
         model: the route's model.
-        status: ``"succeeded"``, ``"failed"`` or ``"blocked"`` (denied by policy; the provider was not called).
+        status: ``"succeeded"``, ``"failed"`` or ``"blocked"`` (denied by policy; the provider was not called);
+            ``"pending"`` only on the row required audit mode writes before the call (then completed).
         actor: the actor without secret-looking attributes, or ``None``.
         tenant_id: the actor's tenant.
         latency_ms: time from the call start to its end (0 for blocked calls).
@@ -131,26 +160,37 @@ class MemoryAuditSink:
 
     def __init__(self) -> None:
         self.entries: list[AuditEntry] = []
+        self._pending: dict[str, int] = {}
 
     def write(self, entry: AuditEntry) -> None:
-        """Append the row to ``entries``.
+        """Append the row to ``entries`` (the final row of a pending one takes its place).
 
         Args:
             entry: the row.
         """
+        index = self._pending.pop(entry.request_id, None)
+        if index is not None:
+            self.entries[index] = entry
+            if entry.status == "pending":
+                self._pending[entry.request_id] = index
+            return
+        if entry.status == "pending":
+            self._pending[entry.request_id] = len(self.entries)
         self.entries.append(entry)
 
     async def awrite(self, entry: AuditEntry) -> None:
-        """Append the row to ``entries``.
+        """Async `write`.
 
         Args:
             entry: the row.
         """
-        self.entries.append(entry)
+        self.write(entry)
 
 
 class JsonlAuditSink:
     """Append rows as JSON lines to a file (created with its parent directories).
+
+    In required audit mode a call has two lines: its ``pending`` row, later its final row (same ``request_id``).
 
     Args:
         path: the file.
@@ -207,12 +247,8 @@ class SqliteAuditSink:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, table: str = "llm_audit_log") -> None:
-        if not table.isidentifier():
-            from ai_utils.exceptions import UserError
-
-            raise UserError(f"Audit table name {table!r} is not a plain identifier. Use e.g. 'llm_audit_log'.")
+        self.table = sql_table_name(table, what="Audit", default="llm_audit_log")
         self.path = str(path)
-        self.table = table
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
@@ -223,17 +259,27 @@ class SqliteAuditSink:
             else f"{name} {'REAL' if name == 'latency_ms' else 'TEXT'}"
             for name in FIELD_NAMES
         )
-        self._conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
-        self._insert = f"INSERT INTO {table} ({', '.join(FIELD_NAMES)}) VALUES ({', '.join('?' * len(FIELD_NAMES))})"
+        self._conn.execute(f'CREATE TABLE IF NOT EXISTS "{table}" ({columns})')
+        names, marks = ", ".join(FIELD_NAMES), ", ".join("?" * len(FIELD_NAMES))
+        self._insert = f'INSERT INTO "{table}" ({names}) VALUES ({marks})'
+        assignments = ", ".join(f"{name} = ?" for name in FIELD_NAMES)
+        self._pending: set[str] = set()  # request ids whose pending row this sink wrote
+        self._complete = f"UPDATE \"{table}\" SET {assignments} WHERE request_id = ? AND status = 'pending'"
 
     def write(self, entry: AuditEntry) -> None:
-        """Insert the row.
+        """Insert the row, or complete the pending row of the same ``request_id``.
 
         Args:
             entry: the row.
         """
         values = _sql_values(entry)
         with self._lock:
+            if entry.status == "pending":
+                self._pending.add(entry.request_id)
+            elif entry.request_id in self._pending:
+                self._conn.execute(self._complete, [*values, entry.request_id])
+                self._pending.discard(entry.request_id)
+                return
             self._conn.execute(self._insert, values)
 
     def read(self, *, request_id: str | None = None) -> list[dict[str, Any]]:
@@ -245,7 +291,7 @@ class SqliteAuditSink:
         Returns:
             The rows as dicts, in insertion order.
         """
-        query = f"SELECT {', '.join(FIELD_NAMES)} FROM {self.table}"
+        query = f'SELECT {", ".join(FIELD_NAMES)} FROM "{self.table}"'
         params: tuple[str, ...] = ()
         if request_id is not None:
             query += " WHERE request_id = ?"

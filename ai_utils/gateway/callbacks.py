@@ -3,7 +3,8 @@
 One sync handler with ``run_inline=True``: LangChain then calls it directly on the async path too instead of
 hopping to a thread per event (that hop measured 1.6–1.8x per agent turn). Its methods are cheap: build the row,
 hand it to the sink, return. ``raise_error=True`` lets a policy denial (and, in required audit mode, a failed
-audit write) stop the run.
+audit write) stop the run. In required mode a ``pending`` row is written before the provider call and completed
+after it, so a sink that cannot write fails the call before any token is produced.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import hashlib
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -31,10 +33,31 @@ from ai_utils.gateway.policy import PolicyContext, PolicyDecision, run_policy_ch
 if TYPE_CHECKING:
     from ai_utils.gateway.gateway import Gateway, Route
 
-__all__ = ["GatewayCallbackHandler"]
+__all__ = ["POLICY_TAP", "GatewayCallbackHandler", "PolicyTap"]
 
 # LangChain/LangGraph bookkeeping keys that do not belong in audit metadata.
 _INTERNAL_PREFIXES = ("ls_", "lc_", "langgraph_", "checkpoint_", "__")
+
+
+class PolicyTap(Protocol):
+    """A policy engine outside the gateway (e.g. guardrails middleware) reporting on the model call it wraps.
+
+    The engine sets `POLICY_TAP` around the call; the handler of that call puts the engine's decisions into the
+    call's audit row (``policy_decisions``, after the gateway's own) and audits the answer as the engine shows it.
+    Decisions never carry the content they acted on.
+    """
+
+    def before_call(self) -> list[dict[str, Any]]:
+        """Decisions taken on the way to this call (input, context, tool results)."""
+        ...
+
+    def after_call(self, text: str) -> tuple[str, list[dict[str, Any]]]:
+        """The answer ``text`` as the engine lets the client see it, and the decisions taken on it."""
+        ...
+
+
+POLICY_TAP: ContextVar[PolicyTap | None] = ContextVar("ai_utils_policy_tap", default=None)
+"""The `PolicyTap` of the model call running in this context, if a policy engine wraps it."""
 
 
 @dataclass(slots=True)
@@ -48,6 +71,16 @@ class _Pending:
     views: list[dict[str, Any]]
     parent_run_id: str | None
     metadata: dict[str, Any]
+    tap: PolicyTap | None = None
+    # The concrete model the call was sent to (its invocation params), e.g. the fallback that answered.
+    model: str | None = None
+
+
+def _invoked_model(invocation_params: Any) -> str | None:
+    if not isinstance(invocation_params, Mapping):
+        return None
+    model = invocation_params.get("model") or invocation_params.get("model_name")
+    return model if isinstance(model, str) and model else None
 
 
 def _tool_names(invocation_params: Any) -> list[str]:
@@ -182,7 +215,8 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             **kwargs: ``invocation_params`` (with the bound tools) and more.
         """
         views = [_message_view(m) for batch in messages for m in batch]
-        self._start(run_id, parent_run_id, views, _tool_names(kwargs.get("invocation_params")), metadata)
+        params = kwargs.get("invocation_params")
+        self._start(run_id, parent_run_id, views, _tool_names(params), metadata, _invoked_model(params))
 
     def on_llm_start(
         self,
@@ -224,6 +258,9 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         if pending is None:
             return
         text, tools_used, usage = self._read_result(response, pending.request_id)
+        if pending.tap is not None:
+            text, tapped = pending.tap.after_call(text)
+            pending.decisions.extend(tapped)
         latency = (time.perf_counter() - pending.started) * 1000
         entry = self._entry(pending, "succeeded", latency, usage=usage, tools_used=tools_used, response=text)
         # An AuditWriteError (required mode) propagates here, failing the call after on_audit_error ran.
@@ -292,6 +329,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         views: list[dict[str, Any]],
         tools: list[str],
         run_metadata: Mapping[str, Any] | None,
+        model: str | None = None,
     ) -> None:
         metadata = {
             k: v for k, v in (run_metadata or {}).items() if not k.startswith(_INTERNAL_PREFIXES) and k != "thread_id"
@@ -304,19 +342,29 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         self.last_decisions = decisions
         request_id = str(run_id)
         self.request_ids.append(request_id)
+        tap = POLICY_TAP.get()
         pending = _Pending(
             request_id=request_id,
             started=started,
             actor=self._actor_audit,
             tenant_id=self.actor.tenant_id if self.actor is not None else None,
-            decisions=[d.to_dict() for d in decisions],
+            decisions=[d.to_dict() for d in decisions] + (tap.before_call() if tap is not None else []),
             tools_requested=tools,
             views=views,
             parent_run_id=str(parent_run_id) if parent_run_id is not None else None,
             metadata=metadata,
+            tap=tap,
+            model=model,
         )
         denial = next((d for d in decisions if not d.allowed), None)
         if denial is None:
+            if self.gateway.audit_mode == "required":
+                # Before the provider call: with a failing sink nothing is streamed, nothing is spent.
+                try:
+                    self.gateway._write_audit(self._entry(pending, "pending", 0.0))
+                except GatewayError as err:
+                    self._emit("llm.call.failed", pending, 0.0, error_type="audit", error_message=str(err))
+                    raise
             self._pending[run_id] = pending
             self._emit("llm.call.started", pending)
             return
@@ -372,7 +420,8 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             request_id=pending.request_id,
             feature=self.feature,
             provider=self._provider,
-            model=self._model,
+            # A call that reached a provider names the model it was sent to (with fallbacks: the one that answered).
+            model=(pending.model or self._model) if status != "blocked" else self._model,
             status=status,
             created_at=self._now(),
             actor=pending.actor,

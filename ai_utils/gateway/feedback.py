@@ -33,8 +33,9 @@ from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from ai_utils._optional import missing_extra
-from ai_utils.exceptions import AiUtilsError, UserError
+from ai_utils.exceptions import AiUtilsError
 from ai_utils.gateway.actor import Actor, to_actor
+from ai_utils.gateway.audit import sql_table_name
 
 __all__ = [
     "FeedbackEntry",
@@ -50,6 +51,9 @@ __all__ = [
 logger = logging.getLogger("ai_utils.gateway.feedback")
 
 MAX_COMMENT_LENGTH = 4000
+# The feedback route answers 413 past this body size and 400 past this nesting of lists/objects.
+MAX_BODY_BYTES = 64 * 1024
+MAX_DEPTH = 16
 _KEYS = {
     "request_id": "request_id",
     "requestId": "request_id",
@@ -223,19 +227,18 @@ class SqliteFeedbackSink:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, table: str = "llm_feedback") -> None:
-        if not table.isidentifier():
-            raise UserError(f"Feedback table name {table!r} is not a plain identifier. Use 'llm_feedback'.")
+        table = sql_table_name(table, what="Feedback", default="llm_feedback")
         self.table = table
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY, request_id TEXT NOT NULL,"
+            f'CREATE TABLE IF NOT EXISTS "{table}" (id INTEGER PRIMARY KEY, request_id TEXT NOT NULL,'
             " user_id TEXT NOT NULL, score INTEGER NOT NULL, tenant_id TEXT, comment TEXT, tags TEXT,"
             " metadata TEXT, created_at TEXT NOT NULL)"
         )
-        self._conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_request_idx ON {table} (request_id)")
+        self._conn.execute(f'CREATE INDEX IF NOT EXISTS "{table}_request_idx" ON "{table}" (request_id)')
 
     def write(self, entry: FeedbackEntry) -> None:
         """Insert the entry.
@@ -256,8 +259,8 @@ class SqliteFeedbackSink:
         )
         with self._lock:
             self._conn.execute(
-                f"INSERT INTO {self.table} (request_id, user_id, score, tenant_id, comment, tags, metadata, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                f'INSERT INTO "{self.table}" (request_id, user_id, score, tenant_id, comment, tags, metadata,'
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 values,
             )
 
@@ -270,7 +273,7 @@ class SqliteFeedbackSink:
         Returns:
             The entries, oldest first.
         """
-        query = f"SELECT request_id, user_id, score, tenant_id, comment, tags, metadata, created_at FROM {self.table}"
+        query = f'SELECT request_id, user_id, score, tenant_id, comment, tags, metadata, created_at FROM "{self.table}"'
         params: tuple[str, ...] = ()
         if request_id is not None:
             query, params = query + " WHERE request_id = ?", (request_id,)
@@ -329,6 +332,54 @@ async def _store(sink: FeedbackSink, entry: FeedbackEntry, run_in_threadpool: An
         await run_in_threadpool(sink.write, entry)
 
 
+async def _read_limited(request: Any) -> bytes | None:
+    """The body, or ``None`` once it passes `MAX_BODY_BYTES` (read no further than that)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _json_body(request: Any) -> dict[str, Any] | tuple[int, str]:
+    """The body as a JSON object, or the ``(status, message)`` to answer instead."""
+    raw = await _read_limited(request)
+    if raw is None:
+        return 413, f"The body is over {MAX_BODY_BYTES} bytes. Send a shorter comment and less metadata."
+    too_deep = 400, f"The body is nested deeper than {MAX_DEPTH} levels. Send flatter metadata."
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        return too_deep
+    except ValueError:
+        return 400, "The body must be JSON."
+    if _too_deep(body):
+        return too_deep
+    if not isinstance(body, dict):
+        return 400, "The body must be a JSON object."
+    return body
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether ``value`` nests lists/objects deeper than `MAX_DEPTH` (iterative: no recursion limit)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > MAX_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 Authenticate = Callable[[Any], "Mapping[str, Any] | Actor | None | Awaitable[Mapping[str, Any] | Actor | None]"]
 
 
@@ -344,8 +395,12 @@ def create_feedback_route(
 
     Answers (JSON): 403 ``{"error"}`` for a cross-origin browser request (``Origin``, or ``Referer`` when there
     is no ``Origin``, differs from the trusted site), 401 when ``authenticate`` returns ``None`` or an actor
-    without ``user_id``, 400 for a body that is not valid feedback, 500 when the sink fails, 200
-    ``{"ok": true, "request_id"}``.
+    without ``user_id``, 413 for a body over 64 KiB (`MAX_BODY_BYTES`), 400 for a body that is not valid
+    feedback or nests lists/objects deeper than 16 levels (`MAX_DEPTH`), 403 for a body whose
+    ``tenant_id`` is not the actor's, 500 when the sink fails, 200 ``{"ok": true, "request_id"}``.
+
+    The stored ``user_id`` and ``tenant_id`` are always the authenticated actor's (a ``user_id`` in the body
+    is ignored, also after ``enrich_entry``).
 
     Args:
         authenticate: ``(request) -> {"actor": Actor | mapping} | Actor | None`` (sync or async).
@@ -375,19 +430,21 @@ def create_feedback_route(
         actor = to_actor(auth if isinstance(auth, Actor) or auth is None else auth.get("actor"))
         if actor is None or not actor.user_id:
             return error(401, "Sign in to send feedback.")
+        body = await _json_body(request)
+        if isinstance(body, tuple):
+            return error(*body)
+        claimed = body.get("tenant_id", body.get("tenantId"))
+        if claimed is not None and claimed != actor.tenant_id:
+            return error(403, "Feedback can only be sent for your own tenant; leave tenant_id out.")
+        body = {k: v for k, v in body.items() if k not in ("user_id", "userId", "tenant_id", "tenantId")}
+        identity = {"user_id": actor.user_id, "tenant_id": actor.tenant_id}
         try:
-            body = json.loads(await request.body())
-        except ValueError:
-            return error(400, "The body must be JSON.")
-        if not isinstance(body, dict):
-            return error(400, "The body must be a JSON object.")
-        body = {k: v for k, v in body.items() if k not in ("user_id", "userId")}
-        if actor.tenant_id and "tenant_id" not in body and "tenantId" not in body:
-            body["tenant_id"] = actor.tenant_id
-        try:
-            entry = validate_feedback({**body, "user_id": actor.user_id})
+            entry = validate_feedback({**body, **identity})
             if enrich_entry is not None:
                 entry = validate_feedback(await _maybe_await(enrich_entry(entry, {"actor": actor, "request": request})))
+                entry = replace(
+                    entry, user_id=actor.user_id, tenant_id=actor.tenant_id
+                )  # the stored identity is the authenticated actor's, always
         except FeedbackValidationError as err:
             return error(400, str(err))
         try:

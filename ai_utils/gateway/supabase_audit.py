@@ -61,6 +61,7 @@ class SupabaseAuditSink:
     def __init__(self, client: Client, table: str = _DEFAULT_TABLE) -> None:
         self.client = client
         self.table = _check_table(table)
+        self._pending: set[str] = set()  # request ids whose pending row (required audit mode) this sink wrote
 
     def write(self, entry: AuditEntry) -> None:
         """Insert the row; PostgREST errors propagate to the gateway.
@@ -69,4 +70,13 @@ class SupabaseAuditSink:
             entry: the row.
         """
         row: dict[str, Any] = json.loads(json.dumps(entry.to_dict(), default=str))
-        self.client.table(self.table).insert(row, returning=ReturnMethod.minimal).execute()
+        table = self.client.table(self.table)
+        if entry.request_id in self._pending and entry.status != "pending":
+            table.update(row, returning=ReturnMethod.minimal).eq("request_id", entry.request_id).eq(
+                "status", "pending"
+            ).execute()
+            self._pending.discard(entry.request_id)
+            return
+        table.insert(row, returning=ReturnMethod.minimal).execute()
+        if entry.status == "pending":
+            self._pending.add(entry.request_id)

@@ -4,7 +4,7 @@ create table if not exists llm_audit_log (
   feature text not null,
   provider text not null,
   model text not null,
-  status text not null check (status in ('succeeded', 'failed', 'blocked')),
+  status text not null check (status in ('succeeded', 'failed', 'blocked', 'pending')),
   actor jsonb,
   tenant_id text,
   latency_ms double precision not null default 0,

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import shutil
-from collections.abc import Mapping
-from typing import Any, Final, Literal, get_args
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 
+import openai
 from langchain_core.language_models import BaseChatModel
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
-from ai_utils.exceptions import UserError
+from ai_utils.exceptions import ProviderError, UserError
 from ai_utils.llm._claude_cli import ChatClaudeCLI
 from ai_utils.llm._cli import CLIChatModel, Reasoning
 from ai_utils.llm._codex_cli import ChatCodexCLI
 from ai_utils.llm._free import free_model
 from ai_utils.llm._openai_compat import ChatOpenAICompatible
+
+if TYPE_CHECKING:
+    from ai_utils.routing.profiles import ModelProfiles
 
 __all__ = ["DEFAULT_MODELS", "PROVIDERS", "get_llm"]
 
@@ -119,6 +125,61 @@ def _openrouter_extra_body(extra_body: Any, *, reasoning: str | None, data_safe:
     return body or None
 
 
+def _check_kwargs(provider: str, kwargs: Mapping[str, Any]) -> None:
+    """Refuse keyword arguments the model class does not take (``temprature=``): they would reach the API."""
+    fields = ChatOpenAICompatible.model_fields
+    known = set(fields) | {f.alias for f in fields.values() if f.alias}
+    unknown = [key for key in kwargs if key not in known]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+        hint = f" Did you mean {close[0]}=?" if close else ""
+        raise UserError(
+            f"get_llm({provider!r}) got an unknown argument {unknown[0]}=.{hint} Provider-specific request "
+            "parameters go in `model_kwargs={...}` or `extra_body={...}`."
+        )
+
+
+class _NoServerError(ProviderError, ConnectionError):
+    """A local server that did not answer; also a `ConnectionError`, so a model profile falls back to its next model."""
+
+
+def _no_server(url: str, error: Exception) -> ProviderError:
+    return _NoServerError(
+        f"No local model server answered at {url} ({error}). Start it (e.g. `ollama serve`) or point "
+        "LOCAL_LLM_BASE_URL (or base_url=...) at the running server.",
+        provider="local",
+    )
+
+
+class _LocalChatModel(ChatOpenAICompatible):
+    """`ChatOpenAICompatible` for ``provider="local"``: a server that is not running is named by its URL."""
+
+    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        try:
+            return super()._generate(*args, **kwargs)
+        except openai.APIConnectionError as error:
+            raise _no_server(str(self.openai_api_base), error) from error
+
+    async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        try:
+            return await super()._agenerate(*args, **kwargs)
+        except openai.APIConnectionError as error:
+            raise _no_server(str(self.openai_api_base), error) from error
+
+    def _stream(self, *args: Any, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        try:
+            yield from super()._stream(*args, **kwargs)
+        except openai.APIConnectionError as error:
+            raise _no_server(str(self.openai_api_base), error) from error
+
+    async def _astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+        try:
+            async for chunk in super()._astream(*args, **kwargs):
+                yield chunk
+        except openai.APIConnectionError as error:
+            raise _no_server(str(self.openai_api_base), error) from error
+
+
 def _compatible(
     provider: str,
     model: str,
@@ -130,6 +191,7 @@ def _compatible(
     base_url: str,
     kwargs: dict[str, Any],
 ) -> ChatOpenAICompatible:
+    _check_kwargs(provider, kwargs)
     params: dict[str, Any] = {"model": model, "api_key": api_key, "base_url": base_url, **kwargs}
     if temperature is not None:
         params["temperature"] = temperature
@@ -144,7 +206,7 @@ def _compatible(
     if provider == "openai":
         # Let ChatOpenAI route Responses-API-only models (e.g. "-pro") there; compatible servers get Chat Completions.
         params.setdefault("use_responses_api", None)
-    return ChatOpenAICompatible(**params)
+    return _LocalChatModel(**params) if provider == "local" else ChatOpenAICompatible(**params)
 
 
 def _cli(provider: str, model: str, *, reasoning: Reasoning | None, kwargs: dict[str, Any]) -> CLIChatModel:
@@ -169,6 +231,20 @@ def _fake(model: str | None, kwargs: dict[str, Any]) -> BaseChatModel:
     return FakeChatModel(responses=responses, **kwargs)
 
 
+def _from_profile(
+    provider: str, model: str | None, profile: Any, profiles: Any, options: dict[str, Any]
+) -> BaseChatModel:
+    # A gateway Route passes its `model`; naming the profile there too is allowed (Route("f", "openrouter", "fast",
+    # options={"profile": "fast", "profiles": ...})).
+    if model is not None and model != profile:
+        raise UserError(f"Pass either model={model!r} or profile={profile!r}, not both: a profile names its models.")
+    if profile is None:
+        raise UserError("`profiles` was given without `profile`; pass profile='<name>' to pick one.")
+    from ai_utils.routing._fallback import profile_llm
+
+    return profile_llm(get_llm, _resolve_provider(provider), profile, profiles, providers=PROVIDERS, options=options)
+
+
 def get_llm(
     provider: str = _DEFAULT_PROVIDER,
     model: str | None = None,
@@ -179,6 +255,8 @@ def get_llm(
     free: bool = False,
     api_key: str | None = None,
     base_url: str | None = None,
+    profile: str | None = None,
+    profiles: ModelProfiles | Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> BaseChatModel:
     """Create a chat model for a provider, with keys and base URLs from the environment.
@@ -217,6 +295,10 @@ def get_llm(
             newest), looked up once per process.
         api_key: the key; defaults to the provider's environment variable.
         base_url: the API root; defaults to the provider's base URL environment variable, then its default.
+        profile: a profile of ``profiles`` instead of ``model``: the model tries the profile's concrete models in
+            order, moving on only for retriable errors (429, 5xx, timeout, connection; never another 4xx). An id
+            ``"<provider>:<model>"`` uses that provider. Each model's own SDK retries default to 0 there.
+        profiles: the `ModelProfiles` (or a mapping of definitions) that ``profile`` names.
         **kwargs: passed to the model class, e.g. ``max_tokens``, ``timeout``, ``max_retries``, ``extra_body``;
             for the CLIs ``executable``, ``timeout``, ``cwd``, ``extra_args``; for fake ``responses``.
 
@@ -226,8 +308,14 @@ def get_llm(
     Raises:
         UserError: unknown provider or reasoning level, a missing key or CLI executable, or options that
             do not fit the provider.
+        ModelProfileError: ``profile`` cannot be resolved (unknown, cycle, too deep, too many models, not allowed).
         ProviderError: ``free=True`` and the free model list cannot be fetched or lists no free model.
     """
+    if profile is not None or profiles is not None:
+        options: dict[str, Any] = {"temperature": temperature, "reasoning": reasoning, "data_safe": data_safe}
+        options["free"] = free
+        options.update(api_key=api_key, base_url=base_url, **kwargs)
+        return _from_profile(provider, model, profile, profiles, options)
     provider = _resolve_provider(provider)
     _check_options(provider, model=model, data_safe=data_safe, free=free, reasoning=reasoning)
     if provider == "fake":

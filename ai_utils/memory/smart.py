@@ -55,6 +55,23 @@ _MAX_THREADS = 10_000
 # capabilities by override), so those stay BaseCheckpointSaver's.
 _OPTIONAL = ("delete_for_runs", "adelete_for_runs", "copy_thread", "acopy_thread", "prune", "aprune")
 _VARIANTS: dict[frozenset[str], type[SmartCheckpointSaver]] = {}
+# A failing summarizer fails on every turn; the first failure in the process is a WARNING, the rest DEBUG.
+_FAILED_BEFORE = threading.Event()
+
+
+def _default_llm_problem() -> str | None:
+    """Why ``get_llm()`` would fail right now (e.g. the missing key variable), or ``None``.
+
+    The default model is still created lazily on the first summary (the environment may change until then);
+    this only tries it once so a saver that can never summarize says so at construction.
+    """
+    from ai_utils.llm import get_llm
+
+    try:
+        get_llm()
+    except UserError as error:
+        return str(error)
+    return None
 
 
 @dataclass(slots=True)
@@ -210,6 +227,13 @@ class SmartCheckpointSaver(BaseCheckpointSaver[Any]):
         self.max_tool_result_chars = _check_int(max_tool_result_chars, "max_tool_result_chars", 1)
         self.debug = debug
         self._shared = _Shared(llm)
+        if llm is None and (problem := _default_llm_problem()) is not None:
+            # A log record, not warnings.warn: savers are built at import time of apps and test modules alike.
+            logger.warning(
+                "SmartCheckpointSaver has no `llm` and the default model cannot be created, so threads will "
+                "never be summarized: %s Pass `llm=get_llm(...)` or set the variable.",
+                problem,
+            )
 
     def __repr__(self) -> str:
         return (
@@ -576,10 +600,14 @@ class SmartCheckpointSaver(BaseCheckpointSaver[Any]):
             logger.info("summarized; now ~%d tokens; summary: %s", due.thread.tally.tokens, text)
 
     def _log_failure(self, error: Exception) -> None:
-        logger.warning(
-            "SmartCheckpointSaver: summarizing failed (%s: %s); the checkpoint was stored unchanged.",
+        first = not _FAILED_BEFORE.is_set()
+        _FAILED_BEFORE.set()
+        logger.log(
+            logging.WARNING if first else logging.DEBUG,
+            "SmartCheckpointSaver: summarizing failed (%s: %s); the checkpoint was stored unchanged.%s",
             type(error).__name__,
             error,
+            " Later failures in this process are logged at DEBUG." if first else "",
         )
 
 

@@ -267,8 +267,10 @@ class ArrayVectorStore(VectorStore):
                 return []
             scores, found = self._search(query, min(k, len(rows) if rows is not None else len(self._ids)), rows)
             norm = float(np.sqrt(np.dot(query[0], query[0]))) or 1.0
+            # float32 rounding lets a vector's similarity to itself come out a hair above 1 (more often with some
+            # BLAS kernels than others); a cosine and the relevance made from it stay within their ranges.
             return [
-                (self._document(row), score / norm)
+                (self._document(row), min(1.0, max(-1.0, score / norm)))
                 for score, row in zip(scores.tolist(), found.tolist(), strict=True)
                 if row >= 0
             ]

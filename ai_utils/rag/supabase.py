@@ -124,6 +124,16 @@ def _client_from_env() -> Client:
     return create_client(url, key, options=ClientOptions(httpx_client=httpx.Client(timeout=60)))
 
 
+def _close_env_client(client: Client) -> None:
+    """Close the HTTP client that `_client_from_env` made, when the store that would have owned it is not returned.
+
+    Without this a failed ingest leaves a pooled keep-alive socket open until garbage collection.
+    """
+    http = client.options.httpx_client
+    if http is not None:
+        http.close()
+
+
 class SupabaseVectorStore(VectorStore):
     """A LangChain `VectorStore` over a Supabase table and its match RPC (see `supabase_documents_sql`).
 
@@ -352,8 +362,14 @@ class SupabaseVectorStore(VectorStore):
         **kwargs: Any,
     ) -> SupabaseVectorStore:
         """Build a store and add texts (LangChain's constructor protocol; ``client`` defaults from the env)."""
-        store = cls(client or _client_from_env(), embedding, **kwargs)
-        store.add_texts(texts, metadatas, ids=list(ids) if ids is not None else None)
+        store_client = _client_from_env() if client is None else client
+        try:
+            store = cls(store_client, embedding, **kwargs)
+            store.add_texts(texts, metadatas, ids=list(ids) if ids is not None else None)
+        except BaseException:
+            if client is None:
+                _close_env_client(store_client)
+            raise
         return store
 
 
@@ -451,5 +467,10 @@ def create_supabase_vector_store(
         rpc_function=rpc_function,
         client=client,
     )
-    store.add_documents(docs, progress=progress)
+    try:
+        store.add_documents(docs, progress=progress)
+    except BaseException:
+        if client is None:
+            _close_env_client(store.client)
+        raise
     return store

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -26,8 +27,25 @@ class RagToolInput(BaseModel):
 
 
 def format_documents(documents: Sequence[Document]) -> str:
-    """The tool's reply: the documents' texts, best match first, separated by blank lines."""
-    return "\n\n".join(doc.page_content for doc in documents) if documents else NO_RESULTS
+    """The tool's reply: each document's metadata line (``source: ...``) and text, best match first.
+
+    The metadata (a ``source``, ``page``, ``url``, ...) lets the model cite where an answer comes from;
+    documents are separated by blank lines, and one without metadata is its text alone.
+    """
+    if not documents:
+        return NO_RESULTS
+    return "\n\n".join(_document_text(doc) for doc in documents)
+
+
+def _document_text(doc: Document) -> str:
+    if not doc.metadata:
+        return doc.page_content
+    meta = ", ".join(f"{key}: {_meta_value(value)}" for key, value in doc.metadata.items())
+    return f"[{meta}]\n{doc.page_content}"
+
+
+def _meta_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
 def create_rag_tool(
@@ -55,8 +73,9 @@ def create_rag_tool(
             this package a metadata mapping (containment), for Supabase the ``filter`` argument of the RPC.
 
     Returns:
-        A LangChain tool (sync and async) returning the documents' texts, best match first, separated by
-        blank lines, or ``"No matching documents found."``.
+        A LangChain tool (sync and async) returning the documents, best match first, separated by blank
+        lines, each as its ``[key: value, ...]`` metadata line (e.g. ``[source: handbook.pdf, page: 3]``) and
+        its text, or ``"No matching documents found."``.
 
     Raises:
         UserError: a bad ``name``, ``description`` or ``k``.

@@ -1,7 +1,7 @@
 """THE chunk adapter: LangGraph ``version="v2"`` stream parts -> client ``StreamChunk``s.
 
 Every wrapper (Agent, DeepAgent, JevToolCaller) runs its graph with ``**stream_kwargs()``
-(``stream_mode=["messages", "updates"], subgraphs=True, version="v2"``) and feeds each part to one
+(``stream_mode=["messages", "updates", "custom"], subgraphs=True, version="v2"``) and feeds each part to one
 ``ChunkAdapter``; ``adapt``/``aadapt`` do exactly that. Sources:
 
 - text: ``AIMessageChunk``/``AIMessage`` parts of the ``messages`` mode at the root namespace from a
@@ -10,6 +10,10 @@ Every wrapper (Agent, DeepAgent, JevToolCaller) runs its graph with ``**stream_k
 - tool start (``show_tool_calls``): the complete ``tool_calls`` of the AIMessage in a root ``updates``
   part of a model node, once per tool call id; tool end: root ``ToolMessage`` parts, once per id;
 - subagent (``show_subagents``): text of any part with a non-empty namespace;
+- mode (``show_tool_calls``): the ``custom`` part that ``Agent(modes=...)`` writes (`mode_part`) before the
+  turn's first model call, at the root namespace;
+- custom: every ``custom`` part (``get_stream_writer()`` data) as ``{"kind": "custom", "data"}``, with the
+  ``namespace`` when a subgraph wrote it; always on, since a writer only writes when asked to;
 - interrupts: ``updates["__interrupt__"]`` at any namespace, deduplicated by interrupt id and emitted
   by ``finish()`` as one chunk (an interrupt ends the run, so it is always the last chunk; collecting
   them first is what turns several pending interrupts into one batch).
@@ -25,19 +29,27 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Interrupt
 
-from ai_utils.client import StreamChunk, SubagentEvent, ToolEvent
+from ai_utils.client import CustomEvent, ModeEvent, StreamChunk, SubagentEvent, ToolEvent
 from ai_utils.streaming._interrupts import interrupt_chunk
 
-__all__ = ["ChunkAdapter", "aadapt", "adapt", "stream_kwargs"]
+__all__ = ["ChunkAdapter", "aadapt", "adapt", "mode_part", "stream_kwargs"]
+
+# Marks the custom stream part that announces a turn's mode, so it is told apart from user writer events.
+_MODE_PART = "__ai_utils_mode__"
+
+
+def mode_part(mode: str, tools: list[str]) -> dict[str, Any]:
+    """The custom stream part a graph writes (``runtime.stream_writer``) to announce the turn's mode."""
+    return {_MODE_PART: True, "mode": mode, "tools": tools}
 
 
 def stream_kwargs() -> dict[str, Any]:
     """The ``graph.stream``/``graph.astream`` keyword arguments the adapter expects.
 
     Returns:
-        A fresh ``{"stream_mode": ["messages", "updates"], "subgraphs": True, "version": "v2"}``.
+        A fresh ``{"stream_mode": ["messages", "updates", "custom"], "subgraphs": True, "version": "v2"}``.
     """
-    return {"stream_mode": ["messages", "updates"], "subgraphs": True, "version": "v2"}
+    return {"stream_mode": ["messages", "updates", "custom"], "subgraphs": True, "version": "v2"}
 
 
 def _messages_of(update: object) -> list[Any]:
@@ -117,7 +129,21 @@ class ChunkAdapter:
             return self._on_message(part["ns"], message, metadata)
         if kind == "updates":
             return self._on_updates(part["ns"], part["data"])
+        if kind == "custom":
+            return self._on_custom(part["ns"], part["data"])
         return []
+
+    def _on_custom(self, ns: tuple[str, ...], data: object) -> list[StreamChunk]:
+        if isinstance(data, dict) and data.get(_MODE_PART) is True:
+            # The mode announcement of `Agent(modes=...)`: a mode chunk (with show_tool_calls), never a custom one.
+            if not self.show_tool_calls or ns:
+                return []
+            mode: ModeEvent = {"kind": "mode", "mode": data["mode"], "tools": list(data["tools"])}
+            return [mode]
+        event: CustomEvent = {"kind": "custom", "data": data}
+        if ns:
+            event["namespace"] = list(ns)
+        return [event]
 
     def finish(self) -> list[StreamChunk]:
         """Close the run: the interrupt chunk if the run paused, else nothing.

@@ -3,19 +3,35 @@
 ``encode_chunk`` turns one chunk into one line; ``ndjson_lines``/``andjson_lines`` turn a whole
 (sync/async) chunk stream into lines and end a failed stream with an ``ErrorEvent`` line instead of a
 silent cut. ``StreamResponse`` (Starlette) is built on them; any other server can use them directly.
+
+What an error line says: for our own errors (`AiUtilsError`: a `UserError`, a `ModelOutputError`, ...) the
+class and message, which name the bad value and the fix. For anything else (a bug, a driver error whose text
+may hold SQL, paths or data) only the class and a generic message with an ``error_id``; the full text and
+traceback are logged under that id on logger ``"ai_utils.streaming"``. ``expose_errors=True`` sends every
+message as it is (development). `UserError`s are logged at WARNING without a traceback: they are the
+caller's mistake, not the server's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import logging
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Generator, Iterable
 from typing import Any
 
 from ai_utils.client import ErrorEvent
+from ai_utils.exceptions import AiUtilsError, UserError
 
-__all__ = ["andjson_lines", "encode_chunk", "error_event", "ndjson_lines"]
+__all__ = ["ErrorHook", "ErrorLine", "andjson_lines", "encode_chunk", "error_event", "error_status", "ndjson_lines"]
+
+ErrorHook = Callable[[BaseException, ErrorEvent], ErrorEvent]
+"""``on_error(exc, event) -> event``: the error line to send instead of ``event`` (e.g. your own message)."""
+
+# Never turned into an error line: closing a generator and cancelling a task must work as usual.
+_PASS_THROUGH = (GeneratorExit, asyncio.CancelledError)
 
 _log = logging.getLogger("ai_utils.streaming")
 
@@ -40,7 +56,10 @@ else:
     _OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
 
     def _dumps_orjson(chunk: Any) -> bytes:
-        return orjson.dumps(chunk, default=_fallback, option=_OPTIONS)
+        try:
+            return orjson.dumps(chunk, default=_fallback, option=_OPTIONS)
+        except TypeError:  # what orjson refuses (integers beyond 64 bits) the stdlib writes, as ai_utils._json
+            return _dumps_stdlib(chunk)
 
     _dumps = _dumps_orjson
 
@@ -57,23 +76,68 @@ def encode_chunk(chunk: Any) -> bytes:
     return _dumps(chunk)
 
 
-def error_event(exc: BaseException) -> ErrorEvent:
+def error_event(exc: BaseException, *, expose: bool = True, error_id: str | None = None) -> ErrorEvent:
     """The ``ErrorEvent`` that ends a failed stream.
 
     Args:
         exc: the exception that stopped the stream.
+        expose: send the message of an exception that is not an `AiUtilsError` (else a generic one).
+        error_id: the id under which the failure was logged; added to the event when given.
 
     Returns:
-        ``{"kind": "error", "type": <class name>, "message": str(exc)}``.
+        ``{"kind": "error", "type": <class name>, "message": ...}`` (plus ``"error_id"``).
     """
-    return {"kind": "error", "type": type(exc).__name__, "message": str(exc) or type(exc).__name__}
+    if expose or isinstance(exc, AiUtilsError):
+        message = str(exc) or type(exc).__name__
+    else:
+        message = f"The server failed while streaming ({type(exc).__name__}); error id {error_id or '-'}."
+    event: ErrorEvent = {"kind": "error", "type": type(exc).__name__, "message": message}
+    if error_id is not None:
+        event["error_id"] = error_id
+    return event
 
 
-def ndjson_lines(chunks: Iterable[Any]) -> Generator[bytes, None, None]:
+def error_status(exc: BaseException) -> int:
+    """The HTTP status for a failure before the first line: 400 for a `UserError`, else 500."""
+    return 400 if isinstance(exc, UserError) else 500
+
+
+class ErrorLine(bytes):
+    """An encoded error line; ``status`` is the HTTP status it calls for if it is the first line."""
+
+    status: int
+
+
+def _error_line(exc: BaseException, *, expose: bool, on_error: ErrorHook | None) -> ErrorLine:
+    if isinstance(exc, UserError):
+        _log.warning("stream refused: %s: %s", type(exc).__name__, exc)
+        event = error_event(exc)
+    elif isinstance(exc, AiUtilsError):
+        _log.error("stream failed; sending an error line", exc_info=exc)
+        event = error_event(exc)
+    else:
+        error_id = uuid.uuid4().hex[:12]
+        _log.error("stream failed (error id %s); sending an error line", error_id, exc_info=exc)
+        event = error_event(exc, expose=expose, error_id=error_id)
+    if on_error is not None:
+        event = on_error(exc, event)
+    line = ErrorLine(_dumps(event))
+    line.status = error_status(exc)
+    return line
+
+
+def ndjson_lines(
+    chunks: Iterable[Any], *, expose_errors: bool = False, on_error: ErrorHook | None = None
+) -> Generator[bytes, None, None]:
     """Encode a sync chunk stream line by line; an exception becomes a final error line.
+
+    Any exception, also a ``SystemExit``/``KeyboardInterrupt`` raised inside the run, ends the stream with
+    an error line (an `ErrorLine`, whose ``status`` a server may use if it is the first line).
 
     Args:
         chunks: e.g. ``agent.stream(...)``.
+        expose_errors: send the message of errors that are not `AiUtilsError`s (else generic + error id).
+        on_error: ``(exc, event) -> event``, to change the error line.
 
     Yields:
         One encoded line per chunk. Closing this generator closes ``chunks``.
@@ -82,20 +146,25 @@ def ndjson_lines(chunks: Iterable[Any]) -> Generator[bytes, None, None]:
     try:
         for chunk in iterator:
             yield _dumps(chunk)
-    except Exception as exc:
-        _log.exception("stream failed; sending an error line")
-        yield _dumps(error_event(exc))
+    except _PASS_THROUGH:
+        raise
+    except BaseException as exc:
+        yield _error_line(exc, expose=expose_errors, on_error=on_error)
     finally:
         close = getattr(iterator, "close", None)
         if close is not None:
             close()
 
 
-async def andjson_lines(chunks: AsyncIterable[Any]) -> AsyncGenerator[bytes, None]:
+async def andjson_lines(
+    chunks: AsyncIterable[Any], *, expose_errors: bool = False, on_error: ErrorHook | None = None
+) -> AsyncGenerator[bytes, None]:
     """Async twin of ``ndjson_lines``.
 
     Args:
         chunks: e.g. ``agent.astream(...)``.
+        expose_errors: as for ``ndjson_lines``.
+        on_error: as for ``ndjson_lines``.
 
     Yields:
         One encoded line per chunk. Closing this generator closes ``chunks``.
@@ -104,9 +173,10 @@ async def andjson_lines(chunks: AsyncIterable[Any]) -> AsyncGenerator[bytes, Non
     try:
         async for chunk in iterator:
             yield _dumps(chunk)
-    except Exception as exc:
-        _log.exception("stream failed; sending an error line")
-        yield _dumps(error_event(exc))
+    except _PASS_THROUGH:
+        raise
+    except BaseException as exc:
+        yield _error_line(exc, expose=expose_errors, on_error=on_error)
     finally:
         aclose = getattr(iterator, "aclose", None)
         if aclose is not None:

@@ -11,7 +11,8 @@ Shapes handled:
 - ``HumanInTheLoopMiddleware`` per-call mode: ``{"type": "tool_approval", "tool_call_id", "name", "args",
   "description"}`` — one item, id = interrupt id; resumed with a single decision.
 - any other ``interrupt(value)``: one item; ``question`` = the string, or ``value["question"]``
-  (``value["description"]``); resumed with the caller's value unchanged.
+  (``value["description"]``); ``value["options"]`` (a list) is passed on as ``options``; resumed with the
+  caller's value unchanged.
 
 Pending interrupts are ordered by interrupt id: arrival order in a stream depends on thread timing,
 the id does not, so positional ``decisions=[...]`` always mean the same items on both sides.
@@ -91,7 +92,11 @@ def _slots_of(interrupt: Interrupt) -> list[Slot]:
         question = value.get("question", value.get("description"))
         decisions = value.get("decisions")
         allowed = decisions if isinstance(decisions, list) else []
-        return [Slot(interrupt, "plain", _item(iid, question, allowed, value.get("tool_name"), value.get("args")))]
+        item = _item(iid, question, allowed, value.get("tool_name"), value.get("args"))
+        options = value.get("options")
+        if isinstance(options, list | tuple):
+            item["options"] = list(options)
+        return [Slot(interrupt, "plain", item)]
     return [Slot(interrupt, "plain", _item(iid, value, [], None, None))]
 
 

@@ -13,6 +13,7 @@ from ai_utils._optional import missing_extra
 from ai_utils.client import (
     Decision,
     InterruptEvent,
+    is_custom_event,
     is_error_event,
     is_interrupt,
     is_interrupt_batch,
@@ -142,6 +143,8 @@ def log_chunk(chunk: Any, *, console: Console | None = None) -> None:
             printer.line(_interrupt_lines(item))
     elif is_error_event(chunk):
         printer.line(Text(f"[error] {chunk['type']}: {chunk['message']}", "bold red"))
+    elif is_custom_event(chunk):
+        printer.line(Text.assemble(("[custom] ", "blue"), _json(chunk["data"])))
     else:
         printer.line(Text(repr(chunk)))
 

@@ -6,17 +6,17 @@ import asyncio
 import contextvars
 import functools
 from collections.abc import AsyncIterable, AsyncIterator, Generator, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
 from ai_utils._optional import missing_extra
-from ai_utils.streaming._encode import andjson_lines, encode_chunk, ndjson_lines
+from ai_utils.streaming._encode import ErrorHook, ErrorLine, andjson_lines, encode_chunk, ndjson_lines
 
 try:
     from starlette.background import BackgroundTask
     from starlette.responses import StreamingResponse
-    from starlette.types import Send
+    from starlette.types import Message, Send
 except ImportError as _import_error:
     raise missing_extra("starlette", extra="server", feature="StreamResponse") from _import_error
 
@@ -61,15 +61,25 @@ class StreamResponse(StreamingResponse):
     """Stream chunks as NDJSON: one JSON value per line, a text chunk as a JSON string.
 
     Accepts a sync iterable (run in a worker thread, so the event loop never blocks) or an async
-    iterable, e.g. ``agent.astream(...)``. An exception mid-stream ends the body with
-    ``{"kind": "error", "type": <exception class>, "message": str(exc)}``. When the client disconnects,
-    the chunk source is closed, which stops the agent run.
+    iterable, e.g. ``agent.astream(...)``. When the client disconnects, the chunk source is closed, which
+    stops the agent run.
+
+    Errors have one shape, ``{"kind": "error", "type": <exception class>, "message": ...}``:
+
+    - before the first line (a bad call such as ``input`` with ``decision``, a missing ``thread_id``): the
+      whole body is that object as ``application/json``, with status 400 for a `UserError`, else 500;
+    - after it: the stream's last line, status 200 (already sent).
+
+    For errors that are not ai_utils' own (`AiUtilsError`) the message is generic and ``error_id`` names the
+    log record (logger ``"ai_utils.streaming"``) holding the full text, unless ``expose_errors=True``.
 
     Args:
         chunks: the stream, e.g. ``agent.astream(message, thread_id=tid)``.
         status_code: HTTP status, 200 by default.
         headers: extra response headers.
         background: a Starlette task run after the body was sent.
+        expose_errors: send every error's own message (development; it may hold paths, SQL or data).
+        on_error: ``(exc, event) -> event``: the error object to send instead (e.g. a localized message).
 
     Example:
         ```python
@@ -88,12 +98,14 @@ class StreamResponse(StreamingResponse):
         status_code: int = 200,
         headers: Mapping[str, str] | None = None,
         background: BackgroundTask | None = None,
+        expose_errors: bool = False,
+        on_error: ErrorHook | None = None,
     ) -> None:
         lines: AsyncIterator[bytes]
         if isinstance(chunks, AsyncIterable):
-            lines = andjson_lines(chunks)
+            lines = andjson_lines(chunks, expose_errors=expose_errors, on_error=on_error)
         else:
-            lines = _in_worker_threads(ndjson_lines(chunks))
+            lines = _in_worker_threads(ndjson_lines(chunks, expose_errors=expose_errors, on_error=on_error))
         super().__init__(lines, status_code, {**_STREAM_HEADERS, **(headers or {})}, None, background)
 
     async def stream_response(self, send: Send) -> None:
@@ -104,7 +116,7 @@ class StreamResponse(StreamingResponse):
         survive that (its running tools go on). The pump is therefore cancelled exactly once, like a
         plain ``task.cancel()``, and its cleanup is awaited under a shield (asyncio only, as LangGraph).
         """
-        pump = asyncio.ensure_future(super().stream_response(send))
+        pump = asyncio.ensure_future(super().stream_response(_status_from_first_line(send)))
         try:
             await asyncio.shield(pump)
         finally:
@@ -117,3 +129,24 @@ class StreamResponse(StreamingResponse):
                 aclose = getattr(self.body_iterator, "aclose", None)
                 if aclose is not None:
                     await aclose()
+
+
+def _status_from_first_line(send: Send) -> Send:
+    """Hold the response start until the first body part: an error as the first line sets the status."""
+    start: Message | None = None
+
+    async def deferred(message: Message) -> None:
+        nonlocal start
+        if message["type"] == "http.response.start":
+            start = message
+            return
+        if start is not None:
+            first, start = start, None
+            body = message.get("body")
+            if isinstance(body, ErrorLine):
+                headers = [(k, v) for k, v in first["headers"] if k.lower() != b"content-type"]
+                first = {**first, "status": body.status, "headers": [*headers, (b"content-type", b"application/json")]}
+            await send(first)
+        await send(message)
+
+    return cast(Send, deferred)

@@ -238,3 +238,28 @@ def test_structured_chain_over_real_http_with_get_llm(aimock: Aimock) -> None:
     assert body["messages"][0]["role"] == "system"
     assert body["messages"][1] == {"role": "user", "content": "product: AI notes for teams"}
     assert body["response_format"]["json_schema"]["name"] == "ProductBrief"
+
+
+def test_a_prompt_with_fields_is_a_template_filled_from_the_inputs() -> None:
+    llm = FakeChatModel(["Hallo", "Hallo"])
+    chain = Chain(llm=llm, prompt="Translate {text} to {lang}. Keep {{placeholders}}.")
+    assert chain.invoke({"text": "hi", "lang": "German"}) == "Hallo"
+    (human,) = llm.calls[0]
+    assert human.text == "Translate hi to German. Keep {placeholders}."
+    # an input the template does not name still reaches the model
+    chain.invoke({"text": "hi", "lang": "German", "tone": "formal"})
+    assert llm.calls[1][-1].text.endswith("\n\ntone: formal")
+
+
+def test_a_missing_template_input_names_the_variable() -> None:
+    chain = Chain(llm=FakeChatModel([]), prompt="Translate {text} to {lang}.")
+    with pytest.raises(UserError, match="'lang'"):
+        chain.invoke({"text": "hi"})
+
+
+def test_a_json_example_prompt_is_sent_as_it_is_and_mixed_braces_are_refused() -> None:
+    llm = FakeChatModel(["ok"])
+    Chain(llm=llm, prompt='Reply like {"a": 1}.').invoke({"q": "x"})
+    assert llm.calls[0][0].text == 'Reply like {"a": 1}.'
+    with pytest.raises(UserError, match="literal braces"):
+        Chain(llm=llm, prompt='About {topic}, reply like {"a": 1}.')

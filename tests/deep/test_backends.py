@@ -4,7 +4,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 from deepagents import create_deep_agent
 from deepagents.backends import CompositeBackend, FilesystemBackend, StateBackend
 from langchain_core.messages import ToolMessage
@@ -33,6 +32,17 @@ def _tool_results(backend: Any, calls: list[tuple[str, dict[str, object]]], **ag
     return results
 
 
+def _running(cmdline: bytes) -> bool:
+    """Whether a live (not zombie) host process has exactly this ``/proc/PID/cmdline``."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if (proc / "cmdline").read_bytes() == cmdline and (proc / "stat").read_text().split()[2] != "Z":
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def test_state_backend_keeps_files_in_the_graph_state() -> None:
     backend = create_state_backend()
     assert isinstance(backend, StateBackend)
@@ -48,8 +58,7 @@ def test_filesystem_backend_anchors_paths_at_root_dir(tmp_path: Path) -> None:
     assert isinstance(backend, FilesystemBackend)
     backend.write("/a.txt", "A")
     assert (tmp_path / "new" / "a.txt").read_text() == "A"
-    with pytest.raises(ValueError, match="traversal"):
-        backend.read("/../secret")
+    assert backend.read("/../secret").error == "Error reading file '/../secret': the path is outside the workspace"
 
 
 def test_workspace_backend_maps_the_route_to_root_dir_only(tmp_path: Path) -> None:
@@ -115,12 +124,11 @@ def test_large_command_output_is_offloaded_into_graph_state_not_refused(tmp_path
 
 def test_local_shell_timeout_kills_the_process_group_and_output_is_limited(tmp_path: Path) -> None:
     backend = create_local_shell_backend(tmp_path, timeout=1, max_output_bytes=50)
-    (tmp_path / "run.sh").write_text("sleep 30 &\necho $! > child.pid\nwait\n")
+    (tmp_path / "run.sh").write_text("sleep 31.5 &\nwait\n")
     result = backend.execute("sh run.sh")
     assert result.exit_code == 124
-    child = int((tmp_path / "child.pid").read_text())
     time.sleep(0.2)
-    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+    assert not _running(b"sleep\x0031.5\x00")
     long = backend.execute("seq 1 1000")
     assert long.truncated
     assert long.output.startswith("1\n2\n")

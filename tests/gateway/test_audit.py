@@ -5,6 +5,7 @@ import sqlite3
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,3 +133,20 @@ def test_gateway_writes_to_sqlite_by_default_table(tmp_path: Path) -> None:
     gateway.llm("s").invoke("x")
     with sqlite3.connect(tmp_path / "a.db") as conn:
         assert conn.execute("select count(*) from custom_audit").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize("table", ["x; drop table y", "tabl\u00e9", "a" * 64, "x-y", "", None, 5])
+def test_sqlite_sinks_reject_any_non_identifier_table(table: Any) -> None:
+    from ai_utils.gateway.feedback import SqliteFeedbackSink
+
+    with pytest.raises(UserError, match="plain identifier"):
+        SqliteAuditSink(":memory:", table=table)
+    with pytest.raises(UserError, match="plain identifier"):
+        SqliteFeedbackSink(":memory:", table=table)
+
+
+def test_a_keyword_table_name_works_because_names_are_quoted(tmp_path: Path) -> None:
+    sink = SqliteAuditSink(tmp_path / "a.db", table="order")
+    gateway = Gateway(routes=[Route("s", "fake", "m", {"responses": ["hi"]})], audit=sink, enforce_actor=False)
+    gateway.llm("s").invoke("x")
+    assert [row["status"] for row in sink.read()] == ["succeeded"]

@@ -278,3 +278,55 @@ def test_agent_run_with_gateway_callbacks_is_audited_per_model_call_and_takes_fe
             "select a.tenant_id, f.score from llm_audit_log a join llm_feedback f using (request_id)"
         ).fetchall()
     assert joined == [("acme", 5)]
+
+
+def test_the_stored_tenant_and_user_are_the_actors_only(serve: Serve, tmp_path: Path) -> None:
+    sink = SqliteFeedbackSink(tmp_path / "feedback.db")
+
+    def enrich(entry: FeedbackEntry, ctx: dict[str, Any]) -> dict[str, Any]:
+        return {**entry.to_dict(), "tenant_id": "other-corp", "user_id": "someone-else", "tags": ["enriched"]}
+
+    server = serve(_app(create_feedback_route(authenticate=_auth, sink=sink)))
+    other = _post(server, {"request_id": "r1", "score": 4, "tenant_id": "other-corp"})
+    assert other.status_code == 403
+    assert "tenant" in other.json()["error"]
+    assert _post(server, {"request_id": "r1", "score": 4, "tenantId": "other-corp"}).status_code == 403
+    assert sink.read() == []
+    same = _post(server, {"request_id": "r2", "score": 4, "tenant_id": "acme", "userId": "spoofed"})
+    assert same.status_code == 200
+    plain = _post(server, {"request_id": "r3", "score": 2})
+    assert plain.status_code == 200
+    enriched = serve(_app(create_feedback_route(authenticate=_auth, sink=sink, enrich_entry=enrich)))
+    assert _post(enriched, {"request_id": "r4", "score": 5}).status_code == 200
+    rows = [(e.request_id, e.user_id, e.tenant_id, e.tags) for e in sink.read()]
+    assert rows == [("r2", "u1", "acme", []), ("r3", "u1", "acme", []), ("r4", "u1", "acme", ["enriched"])]
+
+
+def test_an_actor_without_tenant_cannot_name_one(serve: Serve) -> None:
+    sink = MemoryFeedbackSink()
+    route = create_feedback_route(authenticate=lambda r: Actor(user_id="solo"), sink=sink)
+    server = serve(_app(route))
+    assert _post(server, {"request_id": "r", "score": 3, "tenant_id": "acme"}).status_code == 403
+    assert _post(server, {"request_id": "r", "score": 3}).status_code == 200
+    assert [(e.user_id, e.tenant_id) for e in sink.entries] == [("solo", None)]
+
+
+def test_oversized_and_deeply_nested_bodies_are_refused(serve: Serve) -> None:
+    sink = MemoryFeedbackSink()
+    server = serve(_app(create_feedback_route(authenticate=_auth, sink=sink)))
+    huge = _post(server, {"request_id": "r", "score": 3, "metadata": {"blob": "x" * 10_000_000}})
+    assert huge.status_code == 413
+    assert "65536 bytes" in huge.json()["error"]
+    # Deeper than Python's JSON decoder can go: was a 500.
+    deep = '{"request_id": "r", "score": 3, "metadata": {"a": ' + "[" * 20_000 + "]" * 20_000 + "}}"
+    refused = _post(server, deep, **{"content-type": "application/json"})
+    assert refused.status_code == 400
+    assert "nested deeper than 16" in refused.json()["error"]
+    nested: Any = "leaf"
+    for _ in range(20):
+        nested = {"n": nested}
+    assert _post(server, {"request_id": "r", "score": 3, "metadata": nested}).status_code == 400
+    assert _post(server, "null", **{"content-type": "application/json"}).status_code == 400
+    fine = _post(server, {"request_id": "r", "score": 3, "metadata": {"a": {"b": [1, 2, {"c": 3}]}}})
+    assert fine.status_code == 200
+    assert len(sink.entries) == 1

@@ -359,11 +359,19 @@ def test_required_mode_still_raises_the_denial_when_the_blocked_row_cannot_be_wr
     assert not isinstance(caught.value, AuditWriteError)
 
 
+class FailsAfterPendingSink:
+    """Takes the pending row of required mode, then fails (the disk filled up during the call)."""
+
+    def write(self, entry: AuditEntry) -> None:
+        if entry.status != "pending":
+            raise OSError("disk full")
+
+
 def test_required_mode_keeps_the_provider_error_when_the_failed_row_cannot_be_written() -> None:
     reported: list[str] = []
     gateway = Gateway(
         routes=[Route("s", "fake", "m", {"responses": []})],
-        audit=FailingSink(),
+        audit=FailsAfterPendingSink(),
         audit_mode="required",
         on_audit_error=lambda err, entry: reported.append(entry.status),
         enforce_actor=False,

@@ -82,3 +82,18 @@ def test_feedback_lands_in_postgrest_and_joins_the_audit_row(
     rows = supabase_client.table("gw_feedback_test").select("*").eq("request_id", request_id).execute().data
     assert [(r["score"], r["tags"], r["user_id"]) for r in rows] == [(5, ["fast"], "u9")]
     assert rows[0]["created_at"]
+
+
+def test_required_mode_streams_after_a_pending_row_and_completes_it(supabase_client: Client, audit_table: str) -> None:
+    sink = SupabaseAuditSink(supabase_client, audit_table)
+    gateway = Gateway(
+        routes=[Route("support", "fake", "m", {"responses": ["streamed reply"]})], audit=sink, audit_mode="required"
+    )
+    stream = gateway.stream("support", "hi", actor={"user_id": "u3", "tenant_id": "t-required"})
+    first = next(iter(stream))
+    seen = supabase_client.table(audit_table).select("status").eq("request_id", stream.request_id).execute().data
+    assert seen == [{"status": "pending"}]  # written before the first chunk arrived
+    assert first["type"] == "text-delta"
+    assert list(stream)[-1]["type"] == "stop"
+    rows = supabase_client.table(audit_table).select("*").eq("tenant_id", "t-required").execute().data
+    assert [(r["status"], r["response_summary"]) for r in rows] == [("succeeded", "streamed reply")]

@@ -243,7 +243,7 @@ def test_a_failing_summarizer_leaves_the_thread_usable_and_unchanged(
     )
     agent = create_agent(FunctionChatModel(conversation.reply), [lookup], checkpointer=saver, state_schema=schema)
 
-    with caplog.at_level(logging.WARNING, logger="ai_utils.memory"):
+    with caplog.at_level(logging.DEBUG, logger="ai_utils.memory"):  # WARNING once per process, then DEBUG
         for _ in range(6):
             agent.invoke(conversation.user(), _config())
 
@@ -362,7 +362,7 @@ def test_the_llm_is_created_only_when_the_first_summary_is_due(caplog: pytest.Lo
     agent = create_agent(FunctionChatModel(conversation.reply), [lookup], checkpointer=saver)
 
     agent.invoke({"messages": [HumanMessage("hi")]}, _config())  # under budget: no llm, no API key needed
-    with caplog.at_level(logging.WARNING, logger="ai_utils.memory"):
+    with caplog.at_level(logging.DEBUG, logger="ai_utils.memory"):
         for _ in range(3):
             agent.invoke(conversation.user(), _config())
 
@@ -413,7 +413,7 @@ async def test_async_runs_fail_open_when_the_summarizer_raises(caplog: pytest.Lo
     )
     agent = create_agent(FunctionChatModel(conversation.reply), [lookup], checkpointer=saver, state_schema=DeltaState)
 
-    with caplog.at_level(logging.WARNING, logger="ai_utils.memory"):
+    with caplog.at_level(logging.DEBUG, logger="ai_utils.memory"):  # WARNING once per process, then DEBUG
         for _ in range(4):
             await agent.ainvoke(conversation.user(), _config())
 
@@ -543,7 +543,7 @@ def test_a_budget_smaller_than_the_kept_tail_is_reported(caplog: pytest.LogCaptu
     saver = SmartCheckpointSaver(InMemorySaver(), llm=static_model("short"), max_tokens=50, keep_last_messages=4)
     agent = create_agent(FunctionChatModel(conversation.reply), [lookup], checkpointer=saver)
 
-    with caplog.at_level(logging.WARNING, logger="ai_utils.memory"):
+    with caplog.at_level(logging.DEBUG, logger="ai_utils.memory"):
         for _ in range(3):
             agent.invoke(conversation.user(), _config())
 

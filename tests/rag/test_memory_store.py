@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -127,6 +128,21 @@ def test_scores_are_cosine_similarities_and_relevance_is_in_zero_one() -> None:
     assert best.page_content == "eins"
     assert score == pytest.approx(1.0, abs=1e-5)
     assert all(0.0 <= r <= 1.0 for _, r in relevance)
+
+
+def test_a_document_found_by_its_own_text_scores_at_most_one_on_any_blas_kernel() -> None:
+    # In float32 about half of these texts' unit vectors have a self-similarity just above 1 before clamping.
+    texts = [f"text {n}" for n in range(40)]
+    store = create_ram_vector_store(texts, embeddings=fake())
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # LangChain warns when a relevance score leaves [0, 1]
+        for text in texts:
+            ((doc, score),) = store.similarity_search_with_score(text, k=1)
+            ((_, relevance),) = store.similarity_search_with_relevance_scores(text, k=1)
+            assert doc.page_content == text
+            assert 1.0 - 1e-6 <= score <= 1.0
+            assert 1.0 - 1e-6 <= relevance <= 1.0
 
 
 def test_top_k_orders_best_first() -> None:

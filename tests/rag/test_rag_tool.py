@@ -29,8 +29,10 @@ def test_agent_gets_the_early_shift_document_first_from_the_rag_tool(
 
     tool_messages = [m for m in model.calls[1] if isinstance(m, ToolMessage)]
     assert len(tool_messages) == 1
-    assert str(tool_messages[0].content).startswith(ANSWER)
-    assert str(tool_messages[0].content).count("\n\n") == 5  # k=6 documents by default
+    content = str(tool_messages[0].content)
+    first = content.split("\n\n")[0]
+    assert first.startswith("[source: handbuch") and first.endswith(f"]\n{ANSWER}")  # the model can cite it
+    assert content.count("\n\n") == 5  # k=6 documents by default
 
 
 async def test_filter_reaches_similarity_search_unchanged_sync_and_async() -> None:
@@ -67,7 +69,7 @@ def test_tool_with_a_tenant_filter_sees_only_that_tenant() -> None:
     tool = create_rag_tool(vector_store=store, name="faq", description="FAQ", filter={"company_id": "b"})
     nothing = create_rag_tool(vector_store=store, name="faq", description="FAQ", filter={"company_id": "c"})
 
-    assert tool.invoke({"query": "Frühschicht"}) == "Frühschicht bei B: 5 Uhr"
+    assert tool.invoke({"query": "Frühschicht"}) == "[company_id: b]\nFrühschicht bei B: 5 Uhr"
     assert nothing.invoke({"query": "Frühschicht"}) == NO_RESULTS
 
 
@@ -93,3 +95,17 @@ def test_bad_tool_arguments_are_user_errors(kwargs: dict[str, object], message: 
 
     with pytest.raises(UserError, match=message):
         create_rag_tool(vector_store=store, **kwargs)  # type: ignore[arg-type]
+
+
+def test_each_document_carries_its_metadata_for_citation() -> None:
+    store = create_ram_vector_store(
+        [
+            {"page_content": "Urlaub: zwei Wochen vorher.", "metadata": {"source": "handbuch.pdf", "page": 12}},
+            "Ohne Quelle.",
+        ],
+        embeddings=DeterministicFakeEmbedding(size=8),
+    )
+    tool = create_rag_tool(vector_store=store, name="docs", description="Docs", k=2)
+    blocks = tool.invoke({"query": "Urlaub"}).split("\n\n")
+    assert "[source: handbuch.pdf, page: 12]\nUrlaub: zwei Wochen vorher." in blocks
+    assert "Ohne Quelle." in blocks

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+import gc
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -218,9 +220,42 @@ def test_client_comes_from_the_environment(rag_tables: SupabaseStack, monkeypatc
     store = SupabaseVectorStore.from_texts(
         ["aus der Umgebung"], embeddings, table_name=TENANT_TABLE, rpc_function="match_rag_tenant_docs"
     )
+    try:
+        assert [d.page_content for d in store.similarity_search("aus der Umgebung", k=1)] == ["aus der Umgebung"]
+    finally:
+        # A failed search must not leave the store's keep-alive socket for garbage collection to find.
+        store.client.postgrest.session.close()
 
-    assert [d.page_content for d in store.similarity_search("aus der Umgebung", k=1)] == ["aus der Umgebung"]
-    store.client.postgrest.session.close()
+
+def _unclosed_sockets_after(action: Callable[[], object]) -> list[str]:
+    """ResourceWarnings for sockets that ``action`` left open, once its objects are garbage."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        try:
+            action()
+        except UserError:
+            pass
+        gc.collect()
+    return [str(w.message) for w in caught if "unclosed" in str(w.message)]
+
+
+def test_a_failed_ingest_closes_the_client_it_made_from_the_environment(
+    rag_tables: SupabaseStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUPABASE_URL", rag_tables.url)
+    monkeypatch.setenv("SUPABASE_SERVICE_ROLE_KEY", rag_tables.service_key)
+    embeddings = DeterministicFakeEmbedding(size=8)
+    with pytest.raises(UserError, match="no_such_docs"):  # a real PostgREST 404: the table does not exist
+        SupabaseVectorStore.from_texts(["x"], embeddings, table_name="no_such_docs")
+
+    def from_texts() -> object:
+        return SupabaseVectorStore.from_texts(["x"], embeddings, table_name="no_such_docs")
+
+    def create() -> object:
+        return create_supabase_vector_store(["x"], embeddings=embeddings, table_name="no_such_docs")
+
+    assert _unclosed_sockets_after(from_texts) == []
+    assert _unclosed_sockets_after(create) == []
 
 
 def test_shipped_sql_defaults_to_documents_and_384_dimensions() -> None:

@@ -79,8 +79,16 @@ async def test_a_failing_async_stream_ends_with_an_error_line() -> None:
         raise KeyError()
 
     got = [json.loads(line) async for line in andjson_lines(chunks())]
+    assert got[0] == "partial "
+    assert got[1]["type"] == "KeyError" and got[1]["error_id"] in got[1]["message"]  # generic text, logged by id
 
-    assert got == ["partial ", {"kind": "error", "type": "KeyError", "message": "KeyError"}]
+    exposed = [json.loads(line) async for line in andjson_lines(chunks(), expose_errors=True)]
+    assert exposed[1] == {
+        "kind": "error",
+        "type": "KeyError",
+        "message": "KeyError",
+        "error_id": got[1]["error_id"],
+    } | {"error_id": exposed[1]["error_id"]}
 
 
 def test_stopping_the_lines_early_closes_the_source() -> None:

@@ -1,0 +1,120 @@
+"""Constructor and call arguments shared by the graph wrappers (`Agent`, `DeepAgent`): checked once, here.
+
+Each check turns a natural mistake (a typo'd keyword, ``llm=get_llm`` instead of ``get_llm()``, ``tools=None``)
+into a `UserError` naming the value and the fix, before anything is built.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import merge_configs
+
+from ai_utils.exceptions import UserError
+
+__all__ = [
+    "check_prompt",
+    "config_thread_id",
+    "merge_run_config",
+    "reject_unknown",
+    "resolve_llm",
+    "tool_list",
+    "warn_unstored_thread",
+]
+
+
+def resolve_llm(llm: Any, *, owner: str) -> BaseChatModel:
+    """A chat model object: ``None`` is `get_llm()`, ``"provider:model"`` is ``get_llm(provider, model)``.
+
+    deepagents would resolve a string itself, with provider profiles that add their own headers and
+    routing (its OpenRouter profile excludes providers), so strings go through our factory instead.
+    """
+    if isinstance(llm, BaseChatModel):
+        return llm
+    if llm is not None and not isinstance(llm, str):
+        hint = " Call it: `llm=get_llm()`." if callable(llm) else ""
+        raise UserError(
+            f"{owner}(llm=...) must be a LangChain chat model or a 'provider:model' string, got {llm!r}.{hint}"
+        )
+    from ai_utils.llm import get_llm
+
+    if llm is None:
+        return get_llm()
+    provider, _, model = llm.partition(":")
+    return get_llm(provider, model or None)
+
+
+def check_prompt(prompt: Any, *, owner: str) -> str | None:
+    """``prompt`` when it is a str or ``None``."""
+    if prompt is not None and not isinstance(prompt, str):
+        raise UserError(f"{owner}(prompt=...) must be a str (the system prompt), got {prompt!r}.")
+    return prompt
+
+
+def tool_list(tools: Any, *, owner: str) -> Sequence[Any]:
+    """The tools to normalise: a `ToolRegistry` gives all its tools; ``None`` is refused."""
+    if tools is None:
+        raise UserError(f"{owner}(tools=None): pass a list of tools, or leave `tools` out for an agent without tools.")
+    all_tools = getattr(tools, "all_tools", None)
+    if all_tools is not None and not isinstance(tools, Iterable):
+        return list(all_tools)
+    return tools  # type: ignore[no-any-return]
+
+
+def reject_unknown(unknown: Mapping[str, Any], *, owner: str, signature_of: Callable[..., Any]) -> None:
+    """Raise `UserError` for keyword arguments ``signature_of`` does not take, suggesting the closest."""
+    if not unknown:
+        return
+    params = inspect.signature(signature_of).parameters.values()
+    names = sorted(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
+    parts = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, names, n=1)
+        parts.append(f"{key}= (did you mean {close[0]}=?)" if close else f"{key}=")
+    model_hint = " Model options such as temperature go to the model: `llm=get_llm(temperature=0.2)`."
+    raise UserError(f"{owner} got unknown argument(s) {', '.join(parts)}. Known: {', '.join(names)}.{model_hint}")
+
+
+def merge_run_config(ours: RunnableConfig, config: RunnableConfig | None) -> RunnableConfig:
+    """Merge a caller's LangChain ``config`` into ours.
+
+    Tags, metadata, callbacks and ``configurable`` extras are combined; the caller's ``run_name``,
+    ``recursion_limit`` and other keys win; our ``thread_id`` (the ``thread_id=`` argument) wins over one in
+    ``config["configurable"]``.
+    """
+    if not config:
+        return ours
+    if not isinstance(config, Mapping):
+        raise UserError(f"`config` must be a LangChain RunnableConfig mapping, got {config!r}.")
+    merged = merge_configs(ours, config)
+    thread_id = (ours.get("configurable") or {}).get("thread_id")
+    if thread_id is not None:
+        merged["configurable"] = {**(merged.get("configurable") or {}), "thread_id": thread_id}
+    return merged
+
+
+def config_thread_id(thread_id: str | None, config: RunnableConfig | None) -> str | None:
+    """``thread_id``, else the one in ``config["configurable"]`` (LangChain's way of naming the thread)."""
+    if thread_id is not None or not isinstance(config, Mapping):
+        return thread_id
+    value = (config.get("configurable") or {}).get("thread_id")
+    return value if value is None else str(value)
+
+
+def warn_unstored_thread(owner: Any, thread_id: str | None) -> None:
+    """Warn once per wrapper when a ``thread_id`` is passed to one without a checkpointer (nothing is kept)."""
+    if thread_id is None or owner.checkpointer is not None or owner.__dict__.get("_warned_unstored"):
+        return
+    owner.__dict__["_warned_unstored"] = True
+    warnings.warn(
+        f"{type(owner).__name__} has no checkpointer, so thread_id={thread_id!r} keeps nothing: each call starts "
+        "a new conversation. Pass `checkpointer=MemorySaver()` (or sqlite_saver(path)) to remember threads.",
+        UserWarning,
+        stacklevel=4,
+    )

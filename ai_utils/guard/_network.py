@@ -1,0 +1,197 @@
+"""Private-network destinations in tool arguments: literal hosts, URLs and IP addresses in any encoding.
+
+Parsed with `urllib.parse` and `ipaddress`, never resolved (no DNS): a deployment must still enforce egress after
+resolution, or a public name that resolves to a private address gets through.
+
+Caught: loopback, private, link-local, shared (100.64/10), reserved, multicast and unspecified addresses; IPv4 in
+dotted, decimal (``2130706433``), hex (``0x7f000001``, ``0x7f.0.0.1``), octal (``0177.0.0.1``) and shorthand
+(``127.1``) forms; IPv6 in every form ``ipaddress`` reads (``[::1]``, zone ids, IPv4-mapped ``::ffff:127.0.0.1``,
+IPv4-compatible, 6to4 and NAT64 addresses with a private IPv4 inside); cloud metadata endpoints
+(``169.254.169.254``, ``fd00:ec2::254``, ``metadata.google.internal``); ``localhost``-like and internal names
+(``localhost``, ``*.localhost``, ``*.local``, ``*.internal``, ``*.home.arpa``, ...), also percent-encoded or in
+full-width Unicode.
+
+Numeric shorthand (``127.1``, ``2130706433``) is read as an address only where a destination is expected (a URL's
+host, or a whole value under a key like ``url``/``host``/``address``), so "version 10.5" or "42" in prose stays
+text; dotted quads, hex forms and IPv6 are caught anywhere.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import unicodedata
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+__all__ = ["private_destinations"]
+
+_LOCAL_NAMES = frozenset(
+    {
+        "localhost",
+        "localhost.localdomain",
+        "ip6-localhost",
+        "ip6-loopback",
+        "metadata",
+        "metadata.google.internal",
+        "metadata.goog",
+        "instance-data",
+        "instance-data.ec2.internal",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+    }
+)
+_LOCAL_SUFFIXES = (".localhost", ".local", ".localdomain", ".internal", ".home.arpa", ".lan", ".intranet", ".corp")
+_METADATA_IPS = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_V4_COMPAT = ipaddress.ip_network("::/96")
+_DEST_WORDS = frozenset(
+    {
+        "url", "urls", "uri", "host", "hostname", "endpoint", "address", "addr", "domain", "server", "ip",
+        "target", "link", "href", "webhook", "proxy", "origin", "dest", "destination", "site", "base",
+    }
+)  # fmt: skip
+_TOKEN_SPLIT = re.compile(r"[\s'\"<>`|;,(){}]+")
+_NUMERIC_QUAD = re.compile(r"(?:0x[0-9a-f]+|\d+)(?:\.(?:0x[0-9a-f]+|\d+)){3}|0x[0-9a-f]{1,8}")
+_WORDS = re.compile(r"[a-z]+|[A-Z][a-z]*|[A-Z]+(?![a-z])")
+_MAX_STRINGS = 2_000
+
+
+def _loose_ipv4(text: str) -> ipaddress.IPv4Address | None:
+    """``inet_aton`` semantics: 1-4 parts, each decimal, ``0x`` hex or ``0``-octal; the last fills the rest."""
+    parts = text.split(".")
+    if not 1 <= len(parts) <= 4:
+        return None
+    values: list[int] = []
+    for part in parts:
+        try:
+            if part[:2] in ("0x", "0X"):
+                values.append(int(part[2:], 16))
+            elif len(part) > 1 and part[0] == "0":
+                values.append(int(part[1:], 8))
+            elif part.isdigit():
+                values.append(int(part))
+            else:
+                return None
+        except ValueError:
+            return None
+    *head, last = values
+    if any(v > 255 for v in head) or last >= 256 ** (5 - len(values)):
+        return None
+    number = last
+    for index, value in enumerate(head):
+        number += value << (8 * (3 - index))
+    return ipaddress.IPv4Address(number)
+
+
+def _embedded_v4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip in _NAT64 or (ip in _V4_COMPAT and int(ip) > 1):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def _ip_kind(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    if ip in _METADATA_IPS:
+        return "metadata"
+    if isinstance(ip, ipaddress.IPv6Address) and (inner := _embedded_v4(ip)) is not None:
+        return _ip_kind(inner)
+    if ip.is_loopback:
+        return "loopback"
+    if ip.is_link_local:
+        return "link_local"
+    if ip.is_unspecified:
+        return "unspecified"
+    if ip.is_multicast:
+        return "multicast"
+    if ip.is_private:
+        return "private"
+    if not ip.is_global:
+        return "reserved"
+    return None
+
+
+def _host_kind(host: str, *, loose: bool) -> str | None:
+    name = unicodedata.normalize("NFKC", unquote(host)).casefold().strip().rstrip(".")
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    name = name.split("%", 1)[0]  # IPv6 zone id
+    if not name:
+        return None
+    if name in _LOCAL_NAMES or name.endswith(_LOCAL_SUFFIXES):
+        return "metadata" if name.startswith(("metadata", "instance-data")) else "localhost"
+    try:
+        return _ip_kind(ipaddress.ip_address(name))
+    except ValueError:
+        pass
+    if loose or _NUMERIC_QUAD.fullmatch(name):
+        ip = _loose_ipv4(name)
+        return _ip_kind(ip) if ip is not None else None
+    return None
+
+
+def _token_host(token: str) -> str:
+    """The host part of ``user@host:port/path`` (IPv6 in brackets kept whole)."""
+    token = token.split("/", 1)[0].rsplit("@", 1)[-1]
+    if token.startswith("["):
+        return token.split("]", 1)[0] + "]"
+    if token.count(":") == 1:
+        return token.split(":", 1)[0]
+    return token
+
+
+def _string_kinds(value: str, *, destination: bool) -> Iterator[str]:
+    stripped = value.strip()
+    whole = destination and stripped and not any(c.isspace() for c in stripped)
+    for raw in _TOKEN_SPLIT.split(value):
+        token = raw.strip(".:!?")
+        if not token:
+            continue
+        if "://" in token or token.startswith("//"):
+            try:
+                host = urlsplit(token.replace("\\", "/")).hostname
+            except ValueError:
+                host = None
+            kind = _host_kind(host, loose=True) if host else None
+        else:
+            kind = _host_kind(_token_host(token), loose=bool(whole))
+        if kind is not None:
+            yield kind
+
+
+def _is_destination_key(key: object) -> bool:
+    return isinstance(key, str) and any(w.lower() in _DEST_WORDS for w in _WORDS.findall(key))
+
+
+def _strings(value: Any, destination: bool, depth: int = 0) -> Iterator[tuple[str, bool]]:
+    if isinstance(value, str):
+        yield value, destination
+    elif depth < 16 and isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings(item, destination or _is_destination_key(key), depth + 1)
+    elif depth < 16 and isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item, destination, depth + 1)
+
+
+def private_destinations(args: Mapping[str, Any]) -> list[str]:
+    """The kinds of private-network destination literally present in a tool call's arguments.
+
+    Args:
+        args: the tool call's arguments.
+
+    Returns:
+        Distinct kinds in order of appearance (``"loopback"``, ``"private"``, ``"link_local"``, ``"metadata"``,
+        ``"localhost"``, ``"reserved"``, ``"multicast"``, ``"unspecified"``); empty when none.
+    """
+    found: dict[str, None] = {}
+    for count, (text, destination) in enumerate(_strings(args, False)):
+        if count >= _MAX_STRINGS:
+            break
+        for kind in _string_kinds(text, destination=destination):
+            found.setdefault(kind)
+    return list(found)

@@ -1,0 +1,89 @@
+"""What guardrails know about a tool: destructive, explicitly read-only, and whether its arguments fit its schema."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel, ValidationError
+
+__all__ = ["is_destructive", "is_read_only", "schema_errors"]
+
+_DESTRUCTIVE_PREFIXES = ("delete_", "drop_")
+_DESTRUCTIVE_NAMES = frozenset({"rm", "execute"})
+
+
+def _metadata(tool: BaseTool | None) -> Mapping[str, Any]:
+    metadata = tool.metadata if tool is not None else None
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def is_destructive(name: str, tool: BaseTool | None) -> bool:
+    """Whether the tool changes or deletes things.
+
+    Metadata ``destructive=True`` / ``writes=True``, an MCP ``destructiveHint``, or a name like ``delete_*``,
+    ``drop_*``, ``rm``, ``execute`` (after an MCP ``<server>__`` prefix). Metadata ``destructive=False`` opts a
+    tool with such a name out.
+    """
+    metadata = _metadata(tool)
+    if "destructive" in metadata:
+        return bool(metadata["destructive"])
+    if metadata.get("writes") is True:
+        return True
+    if metadata.get("destructiveHint") is True and metadata.get("readOnlyHint") is not True:
+        return True
+    base = name.rsplit("__", 1)[-1]
+    return base.startswith(_DESTRUCTIVE_PREFIXES) or base in _DESTRUCTIVE_NAMES
+
+
+def is_read_only(name: str, tool: BaseTool | None) -> bool:
+    """Whether the tool is explicitly read-only, so a failing policy may audit instead of blocking.
+
+    Metadata ``read_only=True``, ``writes=False`` or an MCP ``readOnlyHint``; unknown tools are never read-only.
+    """
+    if tool is None or is_destructive(name, tool):
+        return False
+    metadata = _metadata(tool)
+    return metadata.get("read_only") is True or metadata.get("readOnlyHint") is True or metadata.get("writes") is False
+
+
+def _pydantic_errors(schema: type[BaseModel], args: Mapping[str, Any]) -> list[str]:
+    try:
+        schema.model_validate(dict(args))
+    except ValidationError as error:
+        # include_input=False: the rejected values may be secrets; the model gets where and why, not what.
+        return [
+            f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
+            for e in error.errors(include_input=False, include_url=False)
+        ]
+    return []
+
+
+def _json_schema_errors(schema: Mapping[str, Any], args: Mapping[str, Any]) -> list[str]:
+    try:
+        import jsonschema  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover - jsonschema comes with the `mcp` extra, where dict schemas come from
+        return []
+    validator = jsonschema.Draft202012Validator(dict(schema))
+    return [
+        f"{'.'.join(str(p) for p in e.absolute_path) or '(arguments)'}: {e.validator} constraint failed"
+        for e in validator.iter_errors(dict(args))
+    ]
+
+
+def schema_errors(tool: BaseTool | None, args: object) -> list[str]:
+    """Why ``args`` do not fit the schema the model was shown for ``tool`` (empty when they do).
+
+    Validator errors other than validation failures propagate: they are policy failures, not bad arguments.
+    """
+    if not isinstance(args, Mapping):
+        return [f"(arguments): expected an object, got {type(args).__name__}"]
+    if tool is None:
+        return []
+    schema = tool.tool_call_schema
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        return _pydantic_errors(schema, args)
+    if isinstance(schema, Mapping):
+        return _json_schema_errors(schema, args)
+    return []

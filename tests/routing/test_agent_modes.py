@@ -1,0 +1,257 @@
+"""Agent(modes=router) / DeepAgent(modes=router): per-turn tool sets, refusals, tool-round limits, mode chunk."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+
+from ai_utils import Agent, DeepAgent, KeywordModeRouter, MemorySaver, ModeDecision, ModeDefinition, UserError
+from ai_utils.client import is_interrupt, is_mode_event, is_tool_event
+from ai_utils.testing import FakeChatModel, FunctionChatModel
+
+RAN: list[str] = []
+
+
+@tool
+def greet_user(name: str) -> str:
+    """Greet a user by name."""
+    RAN.append("greet_user")
+    return f"Hello, {name}!"
+
+
+@tool
+def log_concern(concern: str) -> str:
+    """Log a health concern."""
+    RAN.append("log_concern")
+    return "logged"
+
+
+@tool
+def lookup_medication(name: str) -> str:
+    """Look up a medication."""
+    RAN.append("lookup_medication")
+    return f"{name}: take with food"
+
+
+TOOLS = [greet_user, log_concern, lookup_medication]
+
+
+class Recorder:
+    """A model that answers in text and records what each call offered."""
+
+    def __init__(self) -> None:
+        self.tools: list[list[str]] = []
+        self.systems: list[str] = []
+
+    def __call__(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> str:
+        self.tools.append([t["function"]["name"] for t in tools])
+        self.systems.append(next((m.text for m in messages if isinstance(m, SystemMessage)), ""))
+        return "ok"
+
+
+def test_each_turn_offers_only_its_modes_tools_and_the_mode_instruction(router: KeywordModeRouter) -> None:
+    seen = Recorder()
+    agent = Agent(
+        llm=FunctionChatModel(seen),
+        prompt="You are a health agent.",
+        tools=TOOLS,
+        modes=router,
+        checkpointer=MemorySaver(),
+    )
+    graph = agent.graph
+
+    agent.invoke("Can you assess my symptoms?", thread_id="t1")
+    agent.invoke("Hello!", thread_id="t1")  # the next message of the same thread: back to general
+    agent.invoke("I think about self-harm", thread_id="t1")
+
+    assert seen.tools == [["log_concern", "lookup_medication"], ["greet_user", "log_concern"], []]
+    assert seen.systems[0] == (
+        "You are a health agent.\n\n"
+        "MODE: assessment\n"
+        "ALLOWED_TOOLS_NOW: log_concern, lookup_medication\n"
+        "CRITICAL: You may call ONLY tools listed in ALLOWED_TOOLS_NOW. Do not attempt to call any other tool."
+    )
+    assert "MODE: general\nALLOWED_TOOLS_NOW: greet_user, log_concern" in seen.systems[1]
+    assert seen.systems[2].endswith(
+        "MODE: safety\nALLOWED_TOOLS_NOW: (none)\n"
+        "CRITICAL: No tools are available in this mode. Respond with text only."
+    )
+    assert agent.graph is graph  # routing is middleware: the graph is never rebuilt per turn
+    # The plain agent without modes still offers everything.
+    plain = Recorder()
+    Agent(llm=FunctionChatModel(plain), tools=TOOLS).invoke("Can you assess my symptoms?")
+    assert plain.tools == [["greet_user", "log_concern", "lookup_medication"]]
+
+
+def test_a_call_to_a_tool_outside_the_mode_is_refused_and_never_runs(router: KeywordModeRouter) -> None:
+    RAN.clear()
+    llm = FakeChatModel(
+        [
+            {"tool_calls": [{"name": "greet_user", "args": {"name": "Ann"}, "id": "c1"}]},
+            {"tool_calls": [{"name": "lookup_medication", "args": {"name": "ibuprofen"}, "id": "c2"}]},
+            "Take ibuprofen with food.",
+        ]
+    )
+    agent = Agent(llm=llm, tools=TOOLS, modes=router)
+
+    assert agent.invoke("Please diagnose my headache") == "Take ibuprofen with food."
+    assert RAN == ["lookup_medication"]
+    results = [m for m in llm.calls[2] if isinstance(m, ToolMessage)]
+    assert results[0].status == "error"
+    assert results[0].text == (
+        "Tool `greet_user` was refused: it is not allowed in mode `assessment`. "
+        "ALLOWED_TOOLS_NOW: log_concern, lookup_medication. Answer without it."
+    )
+    assert (results[1].status, results[1].text) == ("success", "ibuprofen: take with food")
+
+
+def _limited(max_tool_iterations: int) -> KeywordModeRouter:
+    return KeywordModeRouter(
+        default_mode=ModeDefinition(mode="general", allowed_tools=[]),
+        rules=[
+            {
+                "keywords": ["medication"],
+                "mode": "meds",
+                "definition": {"allowed_tools": ["lookup_medication"], "max_tool_iterations": max_tool_iterations},
+            }
+        ],
+    )
+
+
+def test_tool_rounds_are_capped_by_max_tool_iterations_then_the_model_must_answer() -> None:
+    RAN.clear()
+    offered: list[int] = []
+
+    def eager(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> Any:
+        offered.append(len(tools))
+        if tools:  # a model that always wants one more lookup while it may
+            return {"tool_calls": [{"name": "lookup_medication", "args": {"name": f"m{len(offered)}"}}]}
+        return "Here is what I found."
+
+    agent = Agent(llm=FunctionChatModel(eager), tools=TOOLS, modes=_limited(2))
+    assert agent.invoke("medication questions") == "Here is what I found."
+    assert RAN == ["lookup_medication", "lookup_medication"]
+    assert offered == [1, 1, 0]
+
+
+def test_a_model_that_calls_tools_past_the_limit_is_refused() -> None:
+    RAN.clear()
+    call = {"tool_calls": [{"name": "lookup_medication", "args": {"name": "x"}}]}
+    llm = FakeChatModel([call, call, "done"])  # ignores that it was offered no tools on the second call
+    agent = Agent(llm=llm, tools=TOOLS, modes=_limited(1))
+    assert agent.invoke("medication") == "done"
+    assert RAN == ["lookup_medication"]
+    refused = [m for m in llm.calls[2] if isinstance(m, ToolMessage)][-1]
+    assert refused.status == "error"
+    assert "used its 1 tool rounds in mode `meds`" in refused.text
+
+
+def test_stream_starts_with_the_mode_chunk_when_tool_calls_are_shown(router: KeywordModeRouter) -> None:
+    llm = FakeChatModel(
+        [{"tool_calls": [{"name": "log_concern", "args": {"concern": "rash"}, "id": "c1"}]}, "Logged it."] * 2
+    )
+    agent = Agent(llm=llm, tools=TOOLS, modes=router)
+
+    chunks = list(agent.stream("Please evaluate my rash", show_tool_calls=True))
+    assert chunks[0] == {"kind": "mode", "mode": "assessment", "tools": ["log_concern", "lookup_medication"]}
+    assert is_mode_event(chunks[0]) and not is_tool_event(chunks[0])
+    assert [c for c in chunks if is_mode_event(c)] == [chunks[0]]  # once per turn, not per model call
+    assert [c["phase"] for c in chunks if is_tool_event(c)] == ["start", "end"]
+    assert "".join(c for c in chunks if isinstance(c, str)) == "Logged it."
+    # Without show_tool_calls the stream is text only.
+    plain = list(agent.stream("Please evaluate my rash"))
+    assert all(isinstance(c, str) for c in plain) and "".join(plain) == "Logged it."
+
+
+async def test_astream_emits_the_same_mode_chunk_and_ndjson_carries_it(router: KeywordModeRouter) -> None:
+    from ai_utils.streaming import andjson_lines
+
+    agent = Agent(llm=FakeChatModel(["Hi!"]), tools=TOOLS, modes=router)
+    lines = [line async for line in andjson_lines(agent.astream("hello", show_tool_calls=True))]
+    assert json.loads(lines[0]) == {"kind": "mode", "mode": "general", "tools": ["greet_user", "log_concern"]}
+    assert json.loads(lines[-1]) == "Hi!"
+
+
+def test_a_paused_turn_keeps_its_mode_when_approved(router: KeywordModeRouter) -> None:
+    RAN.clear()
+    seen = Recorder()
+
+    def reply(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> Any:
+        seen(messages, tools)
+        if not any(isinstance(m, ToolMessage) for m in messages):
+            return {"tool_calls": [{"name": "log_concern", "args": {"concern": "dizzy"}}]}
+        return "Noted."
+
+    agent = Agent(
+        llm=FunctionChatModel(reply),
+        tools=TOOLS,
+        modes=router,
+        checkpointer=MemorySaver(),
+        interrupt_on={"log_concern": {"decisions": ["approve", "reject"], "question": "Log it?"}},
+    )
+    first = list(agent.stream("Can you assess why I am dizzy?", thread_id="p1", show_tool_calls=True))
+    assert first[0]["kind"] == "mode" and is_interrupt(first[-1])
+    resumed = list(agent.stream(thread_id="p1", decision="approve", show_tool_calls=True))
+    assert not any(is_mode_event(c) for c in resumed)  # the same turn: announced once
+    assert RAN == ["log_concern"] and resumed[-1] == "Noted."
+    assert seen.tools == [["log_concern", "lookup_medication"]] * 2
+
+
+def test_deep_agent_offers_only_the_modes_tools_built_ins_included() -> None:
+    seen = Recorder()
+    router = KeywordModeRouter(
+        default_mode=ModeDefinition(mode="general", allowed_tools=["read_file", "greet_user"]),
+        rules=[{"keywords": ["medication"], "mode": "meds", "definition": {"allowed_tools": ["lookup_medication"]}}],
+    )
+    agent = DeepAgent(llm=FunctionChatModel(seen), tools=TOOLS, modes=router)
+
+    chunks = list(agent.stream("Which medication helps?", thread_id="d1", show_tool_calls=True))
+    agent.invoke("hello", thread_id="d1")
+
+    assert chunks[0] == {"kind": "mode", "mode": "meds", "tools": ["lookup_medication"]}
+    assert seen.tools == [["lookup_medication"], ["read_file", "greet_user"]]
+    assert "MODE: meds\nALLOWED_TOOLS_NOW: lookup_medication" in seen.systems[0]
+    assert "write_todos" in agent.current_tools  # the graph still has every tool; the model call is narrowed
+
+
+def test_deep_agent_refuses_a_built_in_tool_outside_the_mode() -> None:
+    llm = FakeChatModel(
+        [{"tool_calls": [{"name": "write_file", "args": {"file_path": "/a.txt", "content": "x"}}]}, "ok"]
+    )
+    router = KeywordModeRouter(default_mode=ModeDefinition(mode="general", allowed_tools=["read_file"]))
+    agent = DeepAgent(llm=llm, modes=router)
+    agent.invoke("write a file", thread_id="d2")
+    assert agent.graph.get_state({"configurable": {"thread_id": "d2"}}).values.get("files", {}) == {}
+    refusal = [m for m in llm.calls[1] if isinstance(m, ToolMessage)][0]
+    assert refusal.status == "error" and "not allowed in mode `general`" in refusal.text
+
+
+class ByLength:
+    """A custom router: long messages get the lookup tool, short ones none."""
+
+    def resolve(self, message: Any, history: Any = ()) -> ModeDecision:
+        long = len(str(message)) > 20
+        return ModeDecision(
+            mode="deep" if long else "chat",
+            allowed_tools=["lookup_medication"] if long else [],
+            active_skills=[],
+            max_tool_iterations=3,
+            retrieval_budget=0,
+        )
+
+
+def test_any_object_with_resolve_is_a_mode_router() -> None:
+    seen = Recorder()
+    agent = Agent(llm=FunctionChatModel(seen), tools=TOOLS, modes=ByLength())
+    agent.invoke("hi")
+    agent.invoke("a much longer question about my medication")
+    assert seen.tools == [[], ["lookup_medication"]]
+
+
+def test_a_modes_value_without_resolve_is_a_user_error() -> None:
+    with pytest.raises(UserError, match="mode router"):
+        Agent(llm=FakeChatModel(["x"]), modes={"general": ["a"]})  # type: ignore[arg-type]
