@@ -84,14 +84,20 @@ class _Route:
 
 
 def _plain(llm: BaseChatModel) -> BaseChatOpenAI | None:
-    """``llm`` when it is exactly `ChatOpenAI` or our `ChatOpenAICompatible` (subclasses may change the transport)."""
+    """``llm`` when it is exactly `ChatOpenAI` or one of ``get_llm``'s OpenAI-compatible classes.
+
+    Not subclasses in general: they may change how requests are sent. ``get_llm("local")``'s class only
+    renames connection errors in ``_agenerate``/``_generate``, which failed attempts go through.
+    """
     if "langchain_openai" not in sys.modules:  # a ChatOpenAI exists only once its module is imported; stay light
         return None
     from langchain_openai import ChatOpenAI
 
+    from ai_utils.llm._factory import _LocalChatModel
     from ai_utils.llm._openai_compat import ChatOpenAICompatible
 
-    return llm if type(llm) in (ChatOpenAI, ChatOpenAICompatible) else None  # type: ignore[return-value]
+    plain = type(llm) in (ChatOpenAI, ChatOpenAICompatible, _LocalChatModel)
+    return llm if plain else None  # type: ignore[return-value]
 
 
 def _route(llm: BaseChatOpenAI) -> _Route | None:

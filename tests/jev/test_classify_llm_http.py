@@ -8,6 +8,7 @@ sends through the OpenAI SDK, which marks its requests with ``X-Stainless-*`` he
 from __future__ import annotations
 
 import math
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,7 +20,7 @@ from langchain_core.rate_limiters import InMemoryRateLimiter
 from langchain_core.runnables import RunnableLambda
 from langchain_openai import ChatOpenAI
 
-from ai_utils import ClassifyResult, Gateway, MemoryAuditSink, Route, aclassify, classify, get_llm
+from ai_utils import ClassifyResult, Gateway, MemoryAuditSink, ProviderError, Route, aclassify, classify, get_llm
 from ai_utils.gateway.policy import PolicyContext, PolicyDecision
 from ai_utils.testing import FakeOpenAIServer
 
@@ -298,3 +299,17 @@ async def test_astream_events_around_classify_still_sees_each_model_call(openai_
     ends = [e["data"]["output"] for e in events if e["event"] == "on_chat_model_end"]
     assert sorted(message.content for message in ends) == ["2", "A", "Yes"]
     assert via_sdk(openai_server) == [False] * 3
+
+
+async def test_a_local_server_that_is_not_running_is_named_alike_on_both_paths() -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    messages = []
+    for options in ({}, own_clients()):
+        llm = get_llm("local", "llama3.2:3b", base_url=url, max_retries=0, **options)
+        with pytest.raises(ProviderError) as raised:
+            await aclassify(STATE, {"refund": QUESTIONS["refund"]}, llm=llm)
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1]
+    assert f"No local model server answered at {url}" in messages[0]
