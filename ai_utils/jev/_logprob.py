@@ -37,6 +37,7 @@ __all__ = ["TOP_LOGPROBS", "aclassify_with_llm", "classify_with_llm"]
 TOP_LOGPROBS: Final = 20
 """Alternatives asked per token: OpenAI's and Ollama's cap."""
 _LETTERS: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_NUMBER: Final = (int, float)
 _STRIP: Final = " \t\r\n*.:)(\"'"
 # max_tokens=1: only the first answer token is read; a longer reply would cost without informing.
 _REQUEST: Final[Mapping[str, Any]] = {"logprobs": True, "top_logprobs": TOP_LOGPROBS, "max_tokens": 1}
@@ -185,10 +186,12 @@ def _read(llm: BaseChatModel, ask: _Ask, reply: AIMessage) -> list[float]:
             f"(got {len(alternatives)}), so the labels' probabilities are unknown. Use a server that honours "
             "`top_logprobs`, or drop llm= to ask Jev."
         )
-    seen: dict[str, float] = {}
-    for candidate in [entry, *alternatives]:
+    index = {token: i for i, token in enumerate(ask.tokens)}
+    per_label: list[list[float]] = [[] for _ in ask.tokens]
+    seen: set[str] = set()  # a token listed twice counts once (its first, highest entry)
+    for candidate in (entry, *alternatives):
         token, logprob = candidate.get("token"), candidate.get("logprob")
-        if not isinstance(token, str) or not isinstance(logprob, int | float) or isinstance(logprob, bool):
+        if not isinstance(token, str) or not isinstance(logprob, _NUMBER) or isinstance(logprob, bool):
             continue
         if math.isnan(logprob) or logprob > 1e-6:
             raise ModelOutputError(
@@ -198,13 +201,11 @@ def _read(llm: BaseChatModel, ask: _Ask, reply: AIMessage) -> list[float]:
                 attempts=1,
                 output=reply.text,
             )
-        seen.setdefault(token, float(logprob))
-    index = {token: i for i, token in enumerate(ask.tokens)}
-    per_label: list[list[float]] = [[] for _ in ask.tokens]
-    for token, logprob in seen.items():
-        i = index.get(token.strip(_STRIP).upper())
-        if i is not None:
-            per_label[i].append(logprob)
+        if token not in seen:
+            seen.add(token)
+            i = index.get(token.strip(_STRIP).upper())
+            if i is not None:
+                per_label[i].append(float(logprob))
     label_logprobs = [_logsumexp(values) for values in per_label]
     peak = max(label_logprobs)
     if peak == -math.inf:
