@@ -115,7 +115,8 @@ def metrics() -> list[Metric]:
 
     classify_note = (
         "seed's 3 questions, one request each, in parallel; FakeOpenAIServer on 127.0.0.1 (zero model latency). "
-        "get_llm('local') is a plain ChatOpenAI, so classify(llm=) sends the model's own request body with pooled "
+        "get_llm('local') is a plain ChatOpenAI (no custom client, limiter or cache), so classify(llm=) sends the "
+        "model's own request body with pooled "
         "httpx and builds the reply with the model's own parser (ai_utils/jev/_logprob_http.py); through "
         "ChatOpenAI + the OpenAI SDK (the llm.abatch row) one request costs ~2.5x a raw httpx POST here."
     )
