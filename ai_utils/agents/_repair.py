@@ -11,8 +11,8 @@ drops the paused one). OpenAI-style providers refuse such a history (HTTP 400), 
 Every wrapper uses this one step: `Agent` puts it first in its middleware stack; `DeepAgent` puts it in the
 slot of deepagents' own `PatchToolCallsMiddleware` (deepagents merges middleware by name, so ours replaces
 theirs in the main agent, the general-purpose subagent and declared subagents). With durable sessions the
-step is `ai_utils.sessions._middleware.SessionMiddleware`, a subclass that also lets steers join the turn. We do not reuse
-deepagents' class: it runs only once per run (``before_agent``), cannot tell a superseded call from an
+step is `ai_utils.sessions._middleware.SessionMiddleware`, a subclass that also lets steers join the turn.
+We do not reuse deepagents' class: it runs only once per run (``before_agent``), cannot tell a superseded call from an
 interrupted one, and deepagents is an optional extra that `Agent` must not need.
 
 Repaired results carry ``response_metadata[REPAIR_KEY]`` (``"superseded"`` / ``"interrupted"``) so the
