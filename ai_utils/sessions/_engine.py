@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -26,7 +27,22 @@ from ai_utils.exceptions import SessionFencedError
 __all__ = ["Engine", "Signal"]
 
 logger = logging.getLogger("ai_utils.sessions")
+_MAX_VERSIONS = 10_000
 T = TypeVar("T")
+
+
+class Recent(OrderedDict[str, Any]):
+    """A dict that keeps only its ``limit`` most recently set keys (a server sees unboundedly many sessions)."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.limit:
+            self.popitem(last=False)
 
 
 class Signal:
@@ -45,6 +61,9 @@ class Signal:
     def publish(self, session_id: str) -> None:
         """Wake everyone waiting on ``session_id``."""
         with self._cond:
+            if len(self._versions) > _MAX_VERSIONS:
+                # Forget idle sessions; a waiter that still holds an old version just wakes once more.
+                self._versions = {k: v for k, v in self._versions.items() if k in self._waiters}
             self._versions[session_id] = self._versions.get(session_id, 0) + 1
             self._cond.notify_all()
             waiters = self._waiters.pop(session_id, [])
@@ -93,13 +112,14 @@ class Engine:
         self.store = store
         self.signal = Signal()
         self.agents: dict[str, Any] = {}
-        self.contexts: dict[str, Any] = {}  # turn id or session id -> context of this process (never stored)
+        # Turn id or session id -> context given in this process (never stored); turns drop theirs at the end.
+        self.contexts: Recent = Recent()
         self._lock = threading.Lock()
         self._drivers: dict[str, asyncio.AbstractEventLoop] = {}
         self._kicks: dict[str, int] = {}
         self._running: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
         self._cancelled: set[str] = set()
-        self._owners: dict[str, str] = {}
+        self._owners: Recent = Recent()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         # Loops that run drivers: the SQLite saver runs inline there.

@@ -171,6 +171,7 @@ class _TurnRun:
         lines = [*(dumps(x) for x in extra), dumps(line)]
         self.store.end_turn(self.session_id, self.token, turn.turn_id, stop, result, lines)
         self.engine.signal.publish(self.session_id)
+        self.engine.contexts.pop(turn.turn_id, None)
 
     async def plan(self) -> tuple[Any, Any, Any, bool] | str:
         turn = self.turn
