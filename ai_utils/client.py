@@ -16,7 +16,11 @@ A chunk is one of:
 - ``ReasoningEvent`` — reasoning text of the model (only with ``show_reasoning=True``);
 - ``SubagentEvent`` — text of a subagent or nested graph (only with ``show_subagents=True``);
 - ``CustomEvent`` — data a node or tool wrote with LangGraph's ``get_stream_writer()``;
-- ``ErrorEvent`` — the last line of an HTTP stream that failed mid-run.
+- ``ErrorEvent`` — the last line of an HTTP stream that failed mid-run;
+- ``UserMessageEvent`` — a steer joined a durable session's running turn (SPEC §14);
+- ``TurnStartEvent`` / ``TurnResumeEvent`` / ``TurnEndEvent`` — a durable session's turn events.
+
+A durable session's ``stream(cursor)`` yields ``StreamLine``s: ``{"cursor": n, "chunk": <chunk>}``.
 
 An interrupt chunk is always the last chunk of a run. Answer it with
 ``agent.stream(thread_id=..., decision=...)`` or, for a batch, ``decisions=[...]`` in ``items`` order
@@ -40,8 +44,13 @@ __all__ = [
     "ModeEvent",
     "ReasoningEvent",
     "StreamChunk",
+    "StreamLine",
     "SubagentEvent",
     "ToolEvent",
+    "TurnEndEvent",
+    "TurnResumeEvent",
+    "TurnStartEvent",
+    "UserMessageEvent",
     "aiter_ndjson",
     "is_custom_event",
     "is_error_event",
@@ -51,6 +60,8 @@ __all__ = [
     "is_reasoning_event",
     "is_subagent_event",
     "is_tool_event",
+    "is_turn_event",
+    "is_user_message",
     "iter_ndjson",
     "parse_ndjson_line",
 ]
@@ -189,6 +200,67 @@ class ErrorEvent(TypedDict):
     error_id: NotRequired[str]
 
 
+class UserMessageEvent(TypedDict):
+    """A steer (``session.steer(text)``) joined the running turn as a user message.
+
+    Attributes:
+        kind: always ``"user_message"``.
+        text: the steer's text.
+        id: the steer's ``message_id`` (or the generated one).
+    """
+
+    kind: Literal["user_message"]
+    text: str
+    id: str
+
+
+class TurnStartEvent(TypedDict):
+    """A durable session's turn started.
+
+    Attributes:
+        kind: always ``"turn_start"``.
+        turn_id: the turn.
+        session_id: its session.
+        message_id: the prompt's message id.
+    """
+
+    kind: Literal["turn_start"]
+    turn_id: str
+    session_id: str
+    message_id: str
+
+
+class TurnResumeEvent(TypedDict):
+    """A turn continues in a new process after the one running it stopped.
+
+    Attributes:
+        kind: always ``"turn_resume"``.
+        turn_id: the turn.
+    """
+
+    kind: Literal["turn_resume"]
+    turn_id: str
+
+
+class TurnEndEvent(TypedDict):
+    """A durable session's turn ended.
+
+    Attributes:
+        kind: always ``"turn_end"``.
+        turn_id: the turn.
+        stop_reason: ``"end_turn"``, ``"interrupted"``, ``"max_model_turns"``, ``"cancelled"``, ``"error"``
+            or ``"unknown"``.
+        usage: the summed token usage of the turn's model calls.
+        error: ``{"type", "message"}`` when ``stop_reason == "error"``.
+    """
+
+    kind: Literal["turn_end"]
+    turn_id: str
+    stop_reason: str
+    usage: dict[str, int]
+    error: NotRequired[dict[str, str]]
+
+
 StreamChunk: TypeAlias = (
     str
     | InterruptEvent
@@ -199,8 +271,25 @@ StreamChunk: TypeAlias = (
     | SubagentEvent
     | CustomEvent
     | ErrorEvent
+    | UserMessageEvent
+    | TurnStartEvent
+    | TurnResumeEvent
+    | TurnEndEvent
 )
 """One item of ``agent.stream(...)`` or one line of a ``StreamResponse`` body."""
+
+
+class StreamLine(TypedDict):
+    """One stored line of a durable session's stream log.
+
+    Attributes:
+        cursor: its position (1, 2, 3, ... per session, no gaps); reconnect with ``stream(cursor)``.
+        chunk: the chunk.
+    """
+
+    cursor: int
+    chunk: StreamChunk
+
 
 Decision: TypeAlias = str | Mapping[str, Any]
 """An answer to an interrupt: ``"approve"``, ``"reject"``, ``{"type": "reject", "message": str}``,
@@ -258,7 +347,17 @@ def is_error_event(chunk: object) -> TypeGuard[ErrorEvent]:
     return _kind(chunk) == "error"
 
 
-def parse_ndjson_line(line: str | bytes) -> StreamChunk | None:
+def is_user_message(chunk: object) -> TypeGuard[UserMessageEvent]:
+    """Tell whether ``chunk`` is a ``UserMessageEvent`` (a steer joined the turn)."""
+    return _kind(chunk) == "user_message"
+
+
+def is_turn_event(chunk: object) -> TypeGuard[TurnStartEvent | TurnResumeEvent | TurnEndEvent]:
+    """Tell whether ``chunk`` is a durable session's turn event (start, resume or end)."""
+    return _kind(chunk) in ("turn_start", "turn_resume", "turn_end")
+
+
+def parse_ndjson_line(line: str | bytes) -> StreamChunk | StreamLine | None:
     """Parse one line of an ``application/x-ndjson`` agent stream.
 
     Args:
@@ -276,10 +375,12 @@ def parse_ndjson_line(line: str | bytes) -> StreamChunk | None:
     value = json.loads(text)
     if isinstance(value, str) or (isinstance(value, dict) and isinstance(value.get("kind"), str)):
         return cast(StreamChunk, value)
+    if isinstance(value, dict) and isinstance(value.get("cursor"), int) and "chunk" in value:
+        return cast(StreamLine, value)
     raise ValueError(f"Not a stream chunk: {text[:200]!r}. Each line must be a JSON string or an object with 'kind'.")
 
 
-def iter_ndjson(lines: Iterable[str | bytes]) -> Iterator[StreamChunk]:
+def iter_ndjson(lines: Iterable[str | bytes]) -> Iterator[StreamChunk | StreamLine]:
     """Read chunks from NDJSON lines, e.g. ``httpx.Response.iter_lines()``; blank lines are skipped.
 
     Args:
@@ -294,7 +395,7 @@ def iter_ndjson(lines: Iterable[str | bytes]) -> Iterator[StreamChunk]:
             yield chunk
 
 
-async def aiter_ndjson(lines: AsyncIterable[str | bytes]) -> AsyncIterator[StreamChunk]:
+async def aiter_ndjson(lines: AsyncIterable[str | bytes]) -> AsyncIterator[StreamChunk | StreamLine]:
     """Async twin of ``iter_ndjson``, e.g. for ``httpx.Response.aiter_lines()``.
 
     Args:

@@ -36,7 +36,9 @@ MODULES = [
     "bench_memory",
     "bench_routing",
     "bench_modalities",
+    "bench_sessions",
     "bench_governance",
+    "bench_loops",
 ]
 
 

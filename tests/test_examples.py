@@ -11,8 +11,8 @@ import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
-# Not standalone scripts: the web app is checked by its own browser test; the MCP server is started by mcp_tools.py.
-NOT_RUN = ["fastapi_ndjson.py", "mcp_echo_server.py"]
+# Not standalone scripts: the web apps have their own browser tests; the MCP server is started by mcp_tools.py.
+NOT_RUN = ["durable_chat.py", "fastapi_ndjson.py", "mcp_echo_server.py"]
 
 EXPECTED = {
     "demo.py": "In Berlin ist es gerade sonnig",
@@ -27,6 +27,7 @@ EXPECTED = {
     "mcp_tools.py": "[tool:end] echo__add → 42",
     "gateway_audit.py": "marketing blocked   tenant=acme",
     "smart_memory.py": "turn 12: the model sees  5 messages, raw history has 24",
+    "governed_refund.py": "refund issued: R-A-1002 (refunds made: ['A-1002'])",
     "modes_router.py": "greet_user → Tool `greet_user` was refused: it is not allowed in mode `assessment`",
     "model_profiles.py": "requests: [('strict-model', 400)] (a 400 is never retried on another model)",
     "vision_and_images.py": "classify(llm=)  -> style=minimal (confidence 0.93)  P(shop ready)=0.96",

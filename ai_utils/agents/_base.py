@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from ai_utils._utils import iterate_sync, run_sync
 from ai_utils.agents._args import config_thread_id, merge_run_config, warn_unstored_thread
 from ai_utils.agents._context import check_context
+from ai_utils.agents._locks import RunLock, thread_lock
 from ai_utils.agents._runner import (
     Decisions,
     Interrupt,
@@ -52,6 +53,17 @@ def _unique(interrupts: Sequence[GraphInterrupt]) -> list[GraphInterrupt]:
     for item in interrupts:
         seen.setdefault(item.id, item)
     return list(seen.values())
+
+
+def _held(lock: RunLock, chunks: Iterator[StreamChunk]) -> Iterator[StreamChunk]:
+    """``chunks`` with ``lock`` held from the first chunk until the run ends or the consumer stops."""
+    with lock.hold():
+        try:
+            yield from chunks
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
 
 
 class GraphRunner:
@@ -129,6 +141,37 @@ class GraphRunner:
                 graph = self._check_gated(self._build([*self._tools, *scope.routed_tools()]))
                 self._mcp_graph = (scope.signature, graph)
             yield graph, scope.bind(config)
+
+    def _run_lock(self, config: RunnableConfig) -> RunLock | None:
+        """The lock that serialises runs on this thread in this process (``None`` without a checkpointer)."""
+        thread_id = (config.get("configurable") or {}).get("thread_id")
+        if self.checkpointer is None or not isinstance(thread_id, str):
+            return None
+        return thread_lock(self.checkpointer, thread_id)
+
+    # --- durable sessions (SPEC §14; the wrapper was created with ``sessions=``) -----------------------------
+
+    def session(self, session_id: str | None = None, *, context: Any = None) -> Any:
+        """Open a durable session (a new id when ``None``); ``context`` reaches its tools and is never stored.
+
+        Raises:
+            UserError: the agent has no ``sessions=``, a bad id, or a session of an agent with another name.
+        """
+        from ai_utils.sessions._attach import open_session
+
+        return open_session(self, session_id, context)
+
+    def recover(self) -> int:
+        """Continue every session of this agent whose worker stopped mid-turn; returns how many."""
+        from ai_utils.sessions._attach import recover
+
+        return recover(self)
+
+    async def arecover(self) -> int:
+        """Async twin of `recover` (the continued turns run as tasks on this loop)."""
+        from ai_utils.sessions._attach import recover
+
+        return recover(self, here=True)
 
     # --- pending -------------------------------------------------------------------------------------------
 
@@ -262,10 +305,12 @@ class GraphRunner:
                 what=f"{self._owner}.invoke with MCP servers",
             )
         config = self._config(thread_id, callbacks, run_config)
-        graph_input = (
-            start_input(input) if input is not None else resume_input(self._graph, config, decision, decisions)
-        )
-        output = self._graph.invoke(graph_input, config, context=context, durability=self._durability, version="v2")
+        lock = self._run_lock(config)
+        with lock.hold() if lock is not None else contextlib.nullcontext():
+            graph_input = (
+                start_input(input) if input is not None else resume_input(self._graph, config, decision, decisions)
+            )
+            output = self._graph.invoke(graph_input, config, context=context, durability=self._durability, version="v2")
         return final_result(output, structured=self.output is not None)
 
     async def _ainvoke(
@@ -280,7 +325,12 @@ class GraphRunner:
     ) -> RunResult:
         thread_id = config_thread_id(thread_id, run_config)
         self._check(input, thread_id, decision, decisions, context)
-        async with self._run_graph(self._config(thread_id, callbacks, run_config)) as (graph, config):
+        run = self._config(thread_id, callbacks, run_config)
+        lock = self._run_lock(run)
+        async with (
+            lock.ahold() if lock is not None else contextlib.nullcontext(),
+            self._run_graph(run) as (graph, config),
+        ):
             if input is None:
                 graph_input: Any = await aresume_input(graph, config, decision, decisions)
             else:
@@ -325,7 +375,9 @@ class GraphRunner:
         graph_input = (
             start_input(input) if input is not None else resume_input(self._graph, config, decision, decisions)
         )
-        return stream_run(self._graph, graph_input, config, adapter, context=context, durability=self._durability)
+        chunks = stream_run(self._graph, graph_input, config, adapter, context=context, durability=self._durability)
+        lock = self._run_lock(config)
+        return chunks if lock is None else _held(lock, chunks)
 
     def _astream(
         self,
@@ -361,7 +413,11 @@ class GraphRunner:
             config = self._config(*check)
         elif config is None:
             raise TypeError("_astream_run needs a config or a check")
-        async with self._run_graph(config) as (graph, config):
+        lock = self._run_lock(config)
+        async with (
+            lock.ahold() if lock is not None else contextlib.nullcontext(),
+            self._run_graph(config) as (graph, config),
+        ):
             if input is None:
                 graph_input: Any = await aresume_input(graph, config, decision, decisions)
             else:

@@ -12,7 +12,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command, Durability, GraphOutput
+from langgraph.types import Command, Durability, GraphOutput, StateSnapshot
 from langgraph.types import Interrupt as GraphInterrupt
 from pydantic import BaseModel
 
@@ -67,7 +67,7 @@ def check_call(
             f"{owner}: pass either `input` (a new message) or `decision`/`decisions` (answer a pending "
             f"approval), not both; got input={input!r}."
         )
-    if not resuming and input is None:
+    if not resuming and input is None and not has_checkpointer:
         raise UserError(f"{owner}: nothing to run. Pass `input` (a message) or `decision`/`decisions` to resume.")
     if has_checkpointer and not thread_id:
         raise UserError(
@@ -104,14 +104,36 @@ def start_input(input: Any) -> dict[str, Any]:
     raise UserError(f"`input` must be a str (or LangChain messages), got {input!r}.")
 
 
+def _continue_or_resume(
+    state: StateSnapshot, config: RunnableConfig, decision: Decision | None, decisions: Decisions | None
+) -> Command[Any] | None:
+    if decision is not None or decisions is not None:
+        return to_resume(decision, decisions, pending=state.interrupts)
+    thread = (config.get("configurable") or {}).get("thread_id")
+    if state.interrupts:
+        raise UserError(
+            f"Thread {thread!r} waits for approval; answer it with `decision=` (e.g. decision='approve') or "
+            "send a new message as `input`."
+        )
+    if not state.next:
+        raise UserError(
+            f"Thread {thread!r} has no unfinished run to continue (input=None); pass `input` (a new message)."
+        )
+    return None  # continue the stored run (e.g. after a crash): the graph runs its pending steps
+
+
 def resume_input(
     graph: CompiledStateGraph[Any, Any, Any, Any],
     config: RunnableConfig,
     decision: Decision | None,
     decisions: Decisions | None,
-) -> Command[Any]:
-    """The resume command for the thread's pending interrupts (read from its checkpoint)."""
-    return to_resume(decision, decisions, pending=graph.get_state(config).interrupts)
+) -> Command[Any] | None:
+    """The resume command for the thread's pending interrupts, or ``None`` to continue an unfinished run.
+
+    Raises:
+        UserError: no decision while an approval waits, or nothing to continue.
+    """
+    return _continue_or_resume(graph.get_state(config), config, decision, decisions)
 
 
 async def aresume_input(
@@ -119,9 +141,9 @@ async def aresume_input(
     config: RunnableConfig,
     decision: Decision | None,
     decisions: Decisions | None,
-) -> Command[Any]:
+) -> Command[Any] | None:
     """Async twin of `resume_input`."""
-    return to_resume(decision, decisions, pending=(await graph.aget_state(config)).interrupts)
+    return _continue_or_resume(await graph.aget_state(config), config, decision, decisions)
 
 
 def _unique(interrupts: Sequence[GraphInterrupt]) -> list[GraphInterrupt]:

@@ -17,6 +17,7 @@ from ai_utils.agents._base import Graph, GraphRunner
 from ai_utils.agents._guards import guards
 from ai_utils.agents._hitl import hitl_middleware
 from ai_utils.agents._hooks import AfterToolCall, BeforeToolCall, OnProviderError, ShouldBreakEarly, ToolLoopHooks
+from ai_utils.agents._repair import ThreadRepair
 from ai_utils.agents._runner import (
     Decisions,
     RunResult,
@@ -81,6 +82,10 @@ class Agent(GraphRunner):
             middleware read via their runtime; ``context`` itself is never stored in checkpoints.
         durability: when checkpoints are written: ``"sync"`` (default: each step is stored before the next
             starts, so a crash loses nothing), ``"async"`` or ``"exit"`` (LangGraph's modes).
+        sessions: a durable session store (``sqlite_sessions(path)``, ``postgres_sessions(...)``,
+            ``memory_sessions()``; SPEC §14): ``agent.session()`` then gives conversations whose turns outlive
+            the process. It brings its own checkpointer; every tool must declare ``idempotent``
+            (`durable_tool`). Sessions belong to the agent's ``name`` (``"default"`` without one).
         modes: a mode router (``KeywordModeRouter(...)``): each turn's user message picks a mode; the model then
             sees only that mode's tools and the mode instruction, a call to another tool is refused, and the turn
             gets at most the mode's ``max_tool_iterations`` tool rounds. ``stream(show_tool_calls=True)`` starts
@@ -118,6 +123,7 @@ class Agent(GraphRunner):
         actions: ActionRegistry | None = None,
         modes: ModeRouter | None = None,
         retries: int = 2,
+        sessions: Any = None,
         **unknown: Never,
     ) -> None:
         reject_unknown(unknown, owner="Agent", signature_of=Agent.__init__)
@@ -129,6 +135,19 @@ class Agent(GraphRunner):
             )
         if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
             raise UserError(f"`output` must be a pydantic model class, got {output!r}.")
+        self.sessions = sessions
+        session_middleware: list[Any] = []
+        if sessions is not None:
+            from ai_utils.sessions._attach import attach
+
+            checkpointer, session_mw = attach(
+                "Agent",
+                sessions,
+                tools=normalize_tools(tools),
+                servers=normalize_mcp_servers(mcp_server),
+                checkpointer=checkpointer,
+            )
+            session_middleware.append(session_mw)
         if interrupt_on and checkpointer is None:
             raise UserError(
                 "`interrupt_on` pauses runs for approval, which needs a checkpointer to resume from. "
@@ -150,7 +169,9 @@ class Agent(GraphRunner):
         self._servers = normalize_mcp_servers(mcp_server)
         if self._servers:
             import ai_utils.tools.mcp  # noqa: F401  # fail now, not mid-run, when the `mcp` extra is missing
-        stack = list(middleware)
+        # The repair step goes first: no other hook (nor the model) sees an unanswered tool call. With sessions
+        # it is the session middleware (a ThreadRepair that also lets steers join the turn).
+        stack = [*(session_middleware or [ThreadRepair()]), *middleware]
         if modes is not None:
             from ai_utils.routing._middleware import ModeMiddleware
 

@@ -16,6 +16,7 @@ from ai_utils.agents._args import check_prompt, reject_unknown, resolve_llm, too
 from ai_utils.agents._base import Graph, GraphRunner
 from ai_utils.agents._guards import guard_tool, guards
 from ai_utils.agents._hitl import to_interrupt_on
+from ai_utils.agents._repair import REPAIR_NAME, ThreadRepair
 from ai_utils.agents._runner import Decisions, RunResult
 from ai_utils.client import Decision
 from ai_utils.deep._deepagents import create_deep_agent, supports_execution
@@ -47,7 +48,11 @@ def _chat_model(llm: Any) -> Any:
 
 def _subagent(spec: Any) -> Any:
     if isinstance(spec, Mapping) and isinstance(spec.get("model"), str):
-        return {**spec, "model": _chat_model(spec["model"])}
+        spec = {**spec, "model": _chat_model(spec["model"])}
+    if isinstance(spec, Mapping) and "runnable" not in spec and "graph_id" not in spec:
+        # A declared subagent: our repair step takes deepagents' slot there too (merged by name).
+        own = [m for m in spec.get("middleware", ()) if getattr(m, "name", None) != REPAIR_NAME]
+        spec = {**spec, "middleware": [*own, ThreadRepair()]}
     return spec
 
 
@@ -95,6 +100,7 @@ class DeepAgent(GraphRunner):
         mcp_server: one or more `MCPServer`s, as for `Agent`.
         describe: what the agent is for (metadata only; not sent to the model).
         callbacks: LangChain callback handlers for every run; ``invoke``/``stream`` take more per call.
+        sessions: a durable session store, as for `Agent` (SPEC §14); it replaces ``checkpointer``.
         modes: a mode router, as for `Agent`: per turn only the mode's tools (built-in ones included: list
             ``"read_file"``, ``"write_todos"``, ... in ``allowed_tools`` to keep them) and the mode instruction.
 
@@ -132,6 +138,7 @@ class DeepAgent(GraphRunner):
         callbacks: Sequence[BaseCallbackHandler] = (),
         modes: ModeRouter | None = None,
         retries: int = 2,
+        sessions: Any = None,
         **unknown: Never,
     ) -> None:
         reject_unknown(unknown, owner="DeepAgent", signature_of=DeepAgent.__init__)
@@ -144,6 +151,20 @@ class DeepAgent(GraphRunner):
                 f"`backend` must be a backend instance, got {backend!r}. "
                 "Call the factory, e.g. `backend=create_state_backend()`."
             )
+        self.sessions = sessions
+        self._session_middleware: list[Any] = []
+        if sessions is not None:
+            from ai_utils.sessions._attach import attach
+
+            checkpointer, session_mw = attach(
+                "DeepAgent",
+                sessions,
+                tools=normalize_tools(tools),
+                servers=normalize_mcp_servers(mcp_server),
+                checkpointer=checkpointer,
+                deep=True,
+            )
+            self._session_middleware.append(session_mw)
         self.checkpointer = _checkpointer(checkpointer)
         if interrupt_on and self.checkpointer is None:
             raise UserError(
@@ -221,6 +242,10 @@ class DeepAgent(GraphRunner):
             UserError: when a tool of that name exists already.
         """
         tools = [*self._tools, *normalize_tools([tool])]
+        if self.sessions is not None:
+            from ai_utils.sessions._attach import attach
+
+            attach("DeepAgent", self.sessions, tools=tools, servers=(), checkpointer=None, deep=True)
         check_unique(t.name for t in tools)
         self._tools = tools
         self._rebuild()
@@ -238,7 +263,15 @@ class DeepAgent(GraphRunner):
             model=self.llm,
             tools=[guard_tool(t) for t in tools],
             system_prompt=self.system_prompt,
-            middleware=[TodoListMiddleware(), *self.middleware, *self._mode_middleware, *self._guards],
+            # ThreadRepair has the name of deepagents' PatchToolCallsMiddleware, so it takes that slot.
+            middleware=[
+                TodoListMiddleware(),
+                # With sessions the session middleware is the repair step (a ThreadRepair that also steers).
+                *(self._session_middleware or [ThreadRepair()]),
+                *self.middleware,
+                *self._mode_middleware,
+                *self._guards,
+            ],
             subagents=self.subagents,
             skills=self.skills,
             memory=self.agents_md,

@@ -25,19 +25,22 @@ from typing import TYPE_CHECKING, Any, Final
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from ai_utils.exceptions import ModelOutputError, UserError
+from ai_utils.jev import _logprob_http
 from ai_utils.jev import _protocol as proto
 from ai_utils.jev.questions import ChoiceAnswer, ClassifyResult, NoulAnswer, ScoreAnswer, Usage
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
-    from langchain_core.runnables import Runnable
 
 __all__ = ["TOP_LOGPROBS", "aclassify_with_llm", "classify_with_llm"]
 
 TOP_LOGPROBS: Final = 20
 """Alternatives asked per token: OpenAI's and Ollama's cap."""
 _LETTERS: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_NUMBER: Final = (int, float)
 _STRIP: Final = " \t\r\n*.:)(\"'"
+# max_tokens=1: only the first answer token is read; a longer reply would cost without informing.
+_REQUEST: Final[Mapping[str, Any]] = {"logprobs": True, "top_logprobs": TOP_LOGPROBS, "max_tokens": 1}
 _SYSTEM: Final = (
     "You are a decision function. Read the state, then answer the question about it. "
     "Reply with the answer label only (one letter, digit or word as asked), nothing else."
@@ -59,22 +62,27 @@ class _Ask:
 
 
 def classify_with_llm(llm: BaseChatModel, state: Any, questions: Any) -> ClassifyResult[Any]:
-    """Answer ``questions`` about ``state`` with ``llm``: one request per question, run in parallel threads."""
+    """Answer ``questions`` about ``state`` with ``llm``: one request per question, run in parallel threads.
+
+    Plain OpenAI-compatible models take a direct HTTP transport (`ai_utils.jev._logprob_http`, which says why
+    and what it preserves); every other model runs through its own ``batch``.
+    """
     plan, asks = _plan(state, questions)
-    replies = _bound(llm).batch([ask.messages for ask in asks])
+    inputs: list[Any] = [ask.messages for ask in asks]
+    replies: list[Any] | None = _logprob_http.batch(llm, inputs, _REQUEST)
+    if replies is None:
+        replies = llm.bind(**_REQUEST).batch(inputs)
     return _result(llm, plan, asks, replies)
 
 
 async def aclassify_with_llm(llm: BaseChatModel, state: Any, questions: Any) -> ClassifyResult[Any]:
     """Async `classify_with_llm`: the requests run concurrently on the event loop."""
     plan, asks = _plan(state, questions)
-    replies = await _bound(llm).abatch([ask.messages for ask in asks])
+    inputs: list[Any] = [ask.messages for ask in asks]
+    replies: list[Any] | None = await _logprob_http.abatch(llm, inputs, _REQUEST)
+    if replies is None:
+        replies = await llm.bind(**_REQUEST).abatch(inputs)
     return _result(llm, plan, asks, replies)
-
-
-def _bound(llm: BaseChatModel) -> Runnable[Any, Any]:
-    # max_tokens=1: only the first answer token is read; a longer reply would cost without informing.
-    return llm.bind(logprobs=True, top_logprobs=TOP_LOGPROBS, max_tokens=1)
 
 
 def _plan(state: Any, questions: Any) -> tuple[proto.Plan, list[_Ask]]:
@@ -178,10 +186,12 @@ def _read(llm: BaseChatModel, ask: _Ask, reply: AIMessage) -> list[float]:
             f"(got {len(alternatives)}), so the labels' probabilities are unknown. Use a server that honours "
             "`top_logprobs`, or drop llm= to ask Jev."
         )
-    seen: dict[str, float] = {}
-    for candidate in [entry, *alternatives]:
+    index = {token: i for i, token in enumerate(ask.tokens)}
+    per_label: list[list[float]] = [[] for _ in ask.tokens]
+    seen: set[str] = set()  # a token listed twice counts once (its first, highest entry)
+    for candidate in (entry, *alternatives):
         token, logprob = candidate.get("token"), candidate.get("logprob")
-        if not isinstance(token, str) or not isinstance(logprob, int | float) or isinstance(logprob, bool):
+        if not isinstance(token, str) or not isinstance(logprob, _NUMBER) or isinstance(logprob, bool):
             continue
         if math.isnan(logprob) or logprob > 1e-6:
             raise ModelOutputError(
@@ -191,13 +201,11 @@ def _read(llm: BaseChatModel, ask: _Ask, reply: AIMessage) -> list[float]:
                 attempts=1,
                 output=reply.text,
             )
-        seen.setdefault(token, float(logprob))
-    index = {token: i for i, token in enumerate(ask.tokens)}
-    per_label: list[list[float]] = [[] for _ in ask.tokens]
-    for token, logprob in seen.items():
-        i = index.get(token.strip(_STRIP).upper())
-        if i is not None:
-            per_label[i].append(logprob)
+        if token not in seen:
+            seen.add(token)
+            i = index.get(token.strip(_STRIP).upper())
+            if i is not None:
+                per_label[i].append(float(logprob))
     label_logprobs = [_logsumexp(values) for values in per_label]
     peak = max(label_logprobs)
     if peak == -math.inf:

@@ -26,13 +26,19 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Interrupt
 
 from ai_utils.client import CustomEvent, ModeEvent, StreamChunk, SubagentEvent, ToolEvent
 from ai_utils.streaming._interrupts import interrupt_chunk
 
-__all__ = ["ChunkAdapter", "aadapt", "adapt", "mode_part", "stream_kwargs"]
+__all__ = ["REPAIR_KEY", "STEER_KEY", "ChunkAdapter", "aadapt", "adapt", "mode_part", "stream_kwargs"]
+
+REPAIR_KEY = "ai_utils_repair"
+"""``ToolMessage.response_metadata`` key of a result written by the thread-repair step (`ai_utils.agents._repair`)."""
+
+STEER_KEY = "ai_utils_steer"
+"""``HumanMessage.response_metadata`` key (the steer's message id) of a steer that joined a durable turn."""
 
 # Marks the custom stream part that announces a turn's mode, so it is told apart from user writer events.
 _MODE_PART = "__ai_utils_mode__"
@@ -173,10 +179,13 @@ class ChunkAdapter:
             if text := message.text:
                 out.append(text)
             return out
+        if not ns and isinstance(message, HumanMessage) and STEER_KEY in message.response_metadata:
+            return [{"kind": "user_message", "text": message.text, "id": str(message.response_metadata[STEER_KEY])}]
         if (
-            self.show_tool_calls
-            and not ns
+            not ns
             and isinstance(message, ToolMessage)
+            # A call the repair step answered (e.g. an approval superseded by a new message) is always reported.
+            and (self.show_tool_calls or REPAIR_KEY in message.response_metadata)
             and message.tool_call_id not in self._ended
         ):
             self._ended.add(message.tool_call_id)

@@ -20,7 +20,9 @@ from ai_utils.exceptions import AiUtilsError, UserError
 __all__ = ["MCPConnectionError", "MCPServer", "describe_mcp_servers", "normalize_mcp_servers"]
 
 _MASK = "***"
-_FIELDS = frozenset({"name", "url", "command", "args", "headers", "auth", "description", "params", "env", "cwd"})
+_FIELDS = frozenset(
+    {"name", "url", "command", "args", "headers", "auth", "description", "params", "env", "cwd", "idempotent"}
+)
 
 
 @dataclass(frozen=True, repr=False)
@@ -40,6 +42,8 @@ class MCPServer:
         params: per-tool parameter candidates for `JevToolCaller`, keyed by the *unprefixed* tool name.
         env: environment of the stdio process (default: a safe subset of ours, chosen by the MCP SDK).
         cwd: working directory of the stdio process.
+        idempotent: *unprefixed* names of this server's tools that are safe to run twice (durable sessions,
+            SPEC §14); every other tool of the server counts as ``idempotent=False``.
 
     Raises:
         UserError: for an empty name, a name containing ``__``, or not exactly one of ``url``/``command``.
@@ -56,6 +60,7 @@ class MCPServer:
     params: Mapping[str, Any] | None = field(default=None, compare=False)
     env: Mapping[str, str] | None = None
     cwd: str | os.PathLike[str] | None = None
+    idempotent: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -67,6 +72,12 @@ class MCPServer:
                 f"MCPServer name {self.name!r} must not contain `__`: tools are named `<server>__<tool>`, "
                 "so `__` separates the server from the tool. Use single underscores or dashes."
             )
+        if isinstance(self.idempotent, str) or not all(isinstance(n, str) for n in self.idempotent):
+            raise UserError(
+                f"MCPServer {self.name!r} idempotent={self.idempotent!r} must be a list of tool names "
+                "(without the server prefix), e.g. idempotent=['get_contact']."
+            )
+        object.__setattr__(self, "idempotent", tuple(self.idempotent))
         if (self.url is None) == (self.command is None):
             raise UserError(
                 f"MCPServer {self.name!r} needs exactly one of `url` (a remote server over streamable HTTP) "

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from ai_utils._utils import is_async_callable, run_sync
 from ai_utils.exceptions import UserError
+from ai_utils.tools.durable import current_execution_id, durable_tool, wants_execution_id
 
 __all__ = ["ToolRegistry"]
 
@@ -52,9 +53,18 @@ def _fields_of(schema: type[BaseModel], kwargs: Mapping[str, Any]) -> dict[str, 
     return {name: getattr(model, name) for name in type(model).model_fields}
 
 
+def _extra(func: Callable[..., Any]) -> Callable[[], dict[str, Any]]:
+    """The keyword arguments filled in per call: ``execution_id`` for a func that declares it (SPEC §14)."""
+    if not wants_execution_id(func):
+        return dict
+    return lambda: {"execution_id": current_execution_id()}
+
+
 def _sync_caller(func: Callable[..., Any], schema: type[BaseModel]) -> Callable[..., Any]:
+    extra = _extra(func)
+
     def call(**kwargs: Any) -> Any:
-        return func(**_fields_of(schema, kwargs))
+        return func(**_fields_of(schema, kwargs), **extra())
 
     return call
 
@@ -62,8 +72,10 @@ def _sync_caller(func: Callable[..., Any], schema: type[BaseModel]) -> Callable[
 def _async_callers(
     func: Callable[..., Awaitable[Any]], schema: type[BaseModel], name: str
 ) -> tuple[Callable[..., Any], Callable[..., Awaitable[Any]]]:
+    extra = _extra(func)
+
     async def acall(**kwargs: Any) -> Any:
-        return await func(**_fields_of(schema, kwargs))
+        return await func(**_fields_of(schema, kwargs), **extra())
 
     def call(**kwargs: Any) -> Any:
         return run_sync(lambda: acall(**kwargs), what=f"the sync call of async tool {name!r}")
@@ -91,12 +103,28 @@ def build_tool(definition: Any, index: int = 0) -> StructuredTool:
         raise UserError(f"Tool {name!r} has func {func!r}, which is not callable. Pass a (async) function.")
     if is_async_callable(func):
         call, acall = _async_callers(func, schema, name)
-        return StructuredTool.from_function(
+        built = StructuredTool.from_function(
             func=call, coroutine=acall, name=name, description=description, args_schema=schema
         )
-    return StructuredTool.from_function(
-        func=_sync_caller(func, schema), name=name, description=description, args_schema=schema
-    )
+    else:
+        built = StructuredTool.from_function(
+            func=_sync_caller(func, schema), name=name, description=description, args_schema=schema
+        )
+    return _declare(built, definition)
+
+
+def _declare(built: StructuredTool, definition: Any) -> StructuredTool:
+    """Apply the optional ``idempotent`` / ``writes`` keys (required with durable sessions)."""
+    if isinstance(definition, Mapping):
+        idempotent, writes = definition.get("idempotent"), definition.get("writes")
+    else:
+        idempotent, writes = getattr(definition, "idempotent", None), getattr(definition, "writes", None)
+    if idempotent is None and writes is None:
+        return built
+    if idempotent is None:
+        raise UserError(f"Tool {built.name!r} sets `writes` but not `idempotent`; add idempotent=True or False.")
+    durable_tool(built, idempotent=idempotent, writes=writes)
+    return built
 
 
 class ToolRegistry:
@@ -115,7 +143,8 @@ class ToolRegistry:
         ```
 
     Args:
-        defs: definitions ``{name, description, schema, func}``; ``func`` may be sync or async.
+        defs: definitions ``{name, description, schema, func}``; ``func`` may be sync or async. Optional keys
+            ``idempotent`` and ``writes`` (see `durable_tool`; required with durable sessions).
 
     Raises:
         UserError: a definition is incomplete or invalid, or two share a name.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 from typing import Any
 
 from mcp import types
@@ -23,7 +24,9 @@ mode = sys.argv[1]
 port = int(sys.argv[2]) if mode == "http" else 8000
 server = FastMCP("counter", host="127.0.0.1", port=port, log_level="WARNING")
 
-_counts: dict[int, int] = {}
+# Keyed by the session object itself, weakly: an id() key could be reused by a later session after the old
+# one is freed, which handed that new session the old count (a flaky "2 == 1").
+_counts: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 _closed: list[str] = []
 _list_tools_requests = [0]
 
@@ -31,7 +34,7 @@ _list_tools_requests = [0]
 @server.tool()
 def increment(ctx: Context[Any, Any, Any]) -> int:
     """Add one to this session's counter and return it."""
-    key = id(ctx.session)
+    key = ctx.session
     _counts[key] = _counts.get(key, 0) + 1
     return _counts[key]
 

@@ -1,0 +1,141 @@
+"""THE thread-repair step: no model call ever sees an unanswered tool call.
+
+A thread can hold an AI message whose tool calls have no result: the process died inside a tool, a run
+was cancelled, or a new message arrived while an approval waited (LangGraph then starts a fresh run and
+drops the paused one). OpenAI-style providers refuse such a history (HTTP 400), so before every model call
+`ThreadRepair` answers each unanswered call with an error `ToolMessage`, placed right after its AI message:
+
+- ``"Not run: superseded by a new message ..."`` when a user message follows the call;
+- ``"Not run: interrupted ..."`` otherwise (the call may have partly run).
+
+Every wrapper uses this one step: `Agent` puts it first in its middleware stack; `DeepAgent` puts it in the
+slot of deepagents' own `PatchToolCallsMiddleware` (deepagents merges middleware by name, so ours replaces
+theirs in the main agent, the general-purpose subagent and declared subagents). With durable sessions the
+step is `ai_utils.sessions._middleware.SessionMiddleware`, a subclass that also lets steers join the turn.
+We do not reuse deepagents' class: it runs only once per run (``before_agent``), cannot tell a superseded call from an
+interrupted one, and deepagents is an optional extra that `Agent` must not need.
+
+Repaired results carry ``response_metadata[REPAIR_KEY]`` (``"superseded"`` / ``"interrupted"``) so the
+chunk adapter reports them (a tool ``end`` chunk with ``status: "error"``), and each repair is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.runtime import Runtime
+
+from ai_utils.streaming._adapter import REPAIR_KEY
+
+__all__ = ["REPAIR_KEY", "REPAIR_NAME", "ThreadRepair", "repair_messages", "unanswered_calls"]
+
+logger = logging.getLogger("ai_utils.agents")
+
+REPAIR_NAME = "PatchToolCallsMiddleware"
+"""The middleware's name: deepagents' slot name, so `create_deep_agent` uses ours in place of its own."""
+
+Reason = Literal["superseded", "interrupted"]
+
+_TEXT: dict[Reason, str] = {
+    "superseded": (
+        "Not run: superseded by a new message. The user wrote again instead of answering this call "
+        "(e.g. an approval); ask again if it is still needed."
+    ),
+    "interrupted": (
+        "Not run: interrupted. The run stopped before this call finished, so it may have partly run; "
+        "check before trying it again."
+    ),
+}
+
+
+def _calls(message: AIMessage) -> list[dict[str, Any]]:
+    return [*message.tool_calls, *message.invalid_tool_calls]  # type: ignore[list-item]
+
+
+def unanswered_calls(messages: Sequence[AnyMessage]) -> list[tuple[int, dict[str, Any]]]:
+    """``(index of the AI message, tool call)`` for every tool call without a `ToolMessage` answer."""
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    return [
+        (i, call)
+        for i, m in enumerate(messages)
+        if isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls)
+        for call in _calls(m)
+        if call.get("id") and call["id"] not in answered
+    ]
+
+
+def _answer(call: dict[str, Any], reason: Reason) -> ToolMessage:
+    name = call.get("name") or "unknown"
+    return ToolMessage(
+        _TEXT[reason],
+        tool_call_id=call["id"],
+        name=name,
+        status="error",
+        response_metadata={REPAIR_KEY: reason},
+    )
+
+
+def repair_messages(messages: Sequence[AnyMessage], *, reason: Reason | None = None) -> list[BaseMessage] | None:
+    """The ``messages`` update that answers every unanswered tool call, or ``None`` when there is none.
+
+    Answers go right after their AI message (providers require the results to follow the call). When the
+    last such AI message ends the thread, the answers are appended; otherwise the history is rewritten once
+    (``REMOVE_ALL_MESSAGES`` + the repaired list), which works with both `add_messages` and the delta channel.
+
+    Args:
+        messages: the thread's messages.
+        reason: force the reason; by default ``"superseded"`` when a user message follows the call.
+    """
+    missing = unanswered_calls(messages)
+    if not missing:
+        return None
+    by_index: dict[int, list[dict[str, Any]]] = {}
+    for index, call in missing:
+        by_index.setdefault(index, []).append(call)
+
+    def why(index: int) -> Reason:
+        if reason is not None:
+            return reason
+        later = messages[index + 1 :]
+        return "superseded" if any(isinstance(m, HumanMessage) for m in later) else "interrupted"
+
+    answers = {i: [_answer(c, why(i)) for c in calls] for i, calls in by_index.items()}
+    for calls in answers.values():
+        for answer in calls:
+            logger.warning(
+                "Tool call %s (id %s) had no result; answered with: %s",
+                answer.name,
+                answer.tool_call_id,
+                answer.text.split(".")[0],
+            )
+    last = max(answers)
+    if all(isinstance(m, ToolMessage) for m in messages[last + 1 :]) and len(answers) == 1:
+        return list(answers[last])
+    rebuilt: list[BaseMessage] = [RemoveMessage(id=REMOVE_ALL_MESSAGES)]
+    for i, message in enumerate(messages):
+        rebuilt.append(message)
+        rebuilt.extend(answers.get(i, ()))
+    return rebuilt
+
+
+class ThreadRepair(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Before each model call, answer the thread's unanswered tool calls (see the module docstring)."""
+
+    @property
+    def name(self) -> str:
+        """The name of deepagents' slot (`REPAIR_NAME`), so one repair step serves `Agent` and `DeepAgent`."""
+        return REPAIR_NAME
+
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Answer unanswered tool calls; ``None`` (no write) when the thread is sound."""
+        update = repair_messages(state["messages"])
+        return None if update is None else {"messages": update}
+
+    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of `before_model`."""
+        return self.before_model(state, runtime)

@@ -1,0 +1,100 @@
+"""Permission rules of a loop: `permission(...)` and its JSON form (the check itself is in ``_permissions``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ai_utils.exceptions import LoopDefinitionError
+
+__all__ = ["Effect", "Permission", "permission", "permission_from_json"]
+
+Effect = Literal["allow", "deny", "approval"]
+
+
+@dataclass(frozen=True, slots=True)
+class Permission:
+    """One permission rule over tool calls (see `permission`)."""
+
+    id: str
+    resource: Literal["tool"]
+    action: Literal["call"]
+    effect: Effect
+    match: dict[str, tuple[str, ...]]
+    message: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form of the rule."""
+        return {
+            "id": self.id,
+            "resource": self.resource,
+            "action": self.action,
+            "effect": self.effect,
+            "match": {k: list(v) for k, v in self.match.items()},
+            "message": self.message,
+        }
+
+
+_MATCH_KEYS = ("tool", "step")
+
+
+def permission(
+    id: str,
+    *,
+    resource: Literal["tool"],
+    action: Literal["call"],
+    effect: Effect,
+    match: Mapping[str, str | Sequence[str]],
+    message: str | None = None,
+) -> Permission:
+    """A rule for tool calls, checked for every call by agent steps and tool steps.
+
+    Rules are tried by specificity: a tool named exactly beats a glob pattern (``"refund_*"``), which beats
+    a rule without ``tool`` (or ``"*"``); a ``step`` key adds to it. Among the matching rules of the most
+    specific level the first one declared wins, except that a ``deny`` there beats ``allow`` and
+    ``approval``. No matching rule → deny.
+
+    Args:
+        id: the rule id (reported in ``permission.result`` events).
+        resource: ``"tool"``.
+        action: ``"call"``.
+        effect: ``"allow"``, ``"deny"`` or ``"approval"`` (a human approves each call first).
+        match: ``{"tool": name | [names] | glob, "step": key | [keys]}`` (both optional).
+        message: the question shown with an approval, or the reason given with a denial.
+
+    Raises:
+        LoopDefinitionError: a malformed rule.
+    """
+    where = f"permission({id!r})"
+    if not isinstance(id, str) or not id:
+        raise LoopDefinitionError(f"permission() needs an id string, got {id!r}.")
+    if resource != "tool":
+        raise LoopDefinitionError(f"{where}: resource={resource!r} is not supported; use resource='tool'.")
+    if action != "call":
+        raise LoopDefinitionError(f"{where}: action={action!r} is not supported; use action='call'.")
+    if effect not in ("allow", "deny", "approval"):
+        raise LoopDefinitionError(f"{where}: effect={effect!r}; use 'allow', 'deny' or 'approval'.")
+    if not isinstance(match, Mapping) or set(match) - set(_MATCH_KEYS):
+        raise LoopDefinitionError(f"{where}: match={match!r}; use {{'tool': ..., 'step': ...}}.")
+    clean: dict[str, tuple[str, ...]] = {}
+    for key, value in match.items():
+        values = (value,) if isinstance(value, str) else tuple(value)
+        if not values or not all(isinstance(v, str) and v for v in values):
+            raise LoopDefinitionError(f"{where}: match[{key!r}] must be a name or a list of names, got {value!r}.")
+        clean[key] = values
+    if message is not None and not isinstance(message, str):
+        raise LoopDefinitionError(f"{where}: message must be a str, got {message!r}.")
+    return Permission(id, resource, action, effect, clean, message)
+
+
+def permission_from_json(data: Mapping[str, Any]) -> Permission:
+    """Rebuild a rule from its JSON form."""
+    return permission(
+        data.get("id"),  # type: ignore[arg-type]
+        resource=data.get("resource"),  # type: ignore[arg-type]
+        action=data.get("action"),  # type: ignore[arg-type]
+        effect=data.get("effect"),  # type: ignore[arg-type]
+        match=data.get("match") or {},
+        message=data.get("message"),
+    )

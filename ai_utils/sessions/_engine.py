@@ -1,0 +1,325 @@
+"""This worker's runner: one background event loop per store that runs the sessions it has work for.
+
+Turns finish on their own (SPEC §14): a turn is never tied to the caller's iteration, so it runs on a loop
+of its own (a daemon thread) whether it was prompted from sync code (``prompt``) or async code
+(``aprompt``). Per session, one *driver* task claims the lease, runs every open turn in order (a crashed
+one first), turns left-over steers into the next turn, and gives the lease back. Another worker's lease is
+waited for by polling (bounded interval); its expiry is the takeover.
+
+`Signal` wakes readers of this process (sync or async, any loop) the moment a line is stored; readers in
+other processes poll the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from ai_utils.exceptions import SessionFencedError
+
+__all__ = ["Engine", "Signal"]
+
+logger = logging.getLogger("ai_utils.sessions")
+_MAX_VERSIONS = 10_000
+T = TypeVar("T")
+
+
+class Recent(OrderedDict[str, Any]):
+    """A dict that keeps only its ``limit`` most recently set keys (a server sees unboundedly many sessions)."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.limit:
+            self.popitem(last=False)
+
+
+class Signal:
+    """Per-session version counters that sync and async waiters (on any loop) can wait on."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._versions: dict[str, int] = {}
+        self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
+
+    def version(self, session_id: str) -> int:
+        """The current version of a session (bumped on every publish)."""
+        with self._cond:
+            return self._versions.get(session_id, 0)
+
+    def publish(self, session_id: str) -> None:
+        """Wake everyone waiting on ``session_id``."""
+        with self._cond:
+            if len(self._versions) > _MAX_VERSIONS:
+                # Forget idle sessions; a waiter that still holds an old version just wakes once more.
+                self._versions = {k: v for k, v in self._versions.items() if k in self._waiters}
+            self._versions[session_id] = self._versions.get(session_id, 0) + 1
+            self._cond.notify_all()
+            waiters = self._waiters.pop(session_id, [])
+        for loop, future in waiters:
+            if _on(loop):
+                _wake(future)
+                continue
+            with contextlib.suppress(RuntimeError):  # that loop closed
+                loop.call_soon_threadsafe(_wake, future)
+
+    def wait(self, session_id: str, seen: int, timeout: float) -> None:
+        """Block until the version differs from ``seen`` or ``timeout`` passes."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._versions.get(session_id, 0) != seen, timeout)
+
+    async def await_version(self, session_id: str, seen: int, timeout: float) -> None:
+        """Async twin of `wait`."""
+        loop = asyncio.get_running_loop()
+        with self._cond:
+            if self._versions.get(session_id, 0) != seen:
+                return
+            future: asyncio.Future[None] = loop.create_future()
+            self._waiters.setdefault(session_id, []).append((loop, future))
+        try:
+            await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            with self._cond:
+                waiting = self._waiters.get(session_id, [])
+                if (loop, future) in waiting:
+                    waiting.remove((loop, future))
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class Engine:
+    """The drivers and the in-process registry of agents and contexts of one store.
+
+    A driver runs on the loop that asked for it: the caller's loop for ``aprompt`` (a task there), the
+    engine's own background loop (a daemon thread, started on first need) for ``prompt``.
+    """
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.signal = Signal()
+        self.agents: dict[str, Any] = {}
+        # Turn id or session id -> context given in this process (never stored); turns drop theirs at the end.
+        self.contexts: Recent = Recent()
+        self._lock = threading.Lock()
+        self._drivers: dict[str, asyncio.AbstractEventLoop] = {}
+        self._kicks: dict[str, int] = {}
+        self._running: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
+        self._cancelled: set[str] = set()
+        self._owners: Recent = Recent()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        # Loops that run drivers: the SQLite saver runs inline there.
+        self.loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.closing = False
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The background loop for turns prompted from sync code (started on first use)."""
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                self.loops.add(self._loop)
+                self._thread = threading.Thread(target=self._serve, name="ai_utils-sessions", daemon=True)
+                self._thread.start()
+            return self._loop
+
+    def _serve(self) -> None:
+        assert self._loop is not None
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_forever()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop working: start no new turn, let running ones finish (up to ``timeout`` s), stop the loop.
+
+        A turn still running after ``timeout`` stops as in a crash: the next worker continues it.
+        """
+        self.closing = True
+        deadline = time.monotonic() + timeout
+        while self._running and time.monotonic() < deadline:
+            time.sleep(0.02)
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None or not loop.is_running():
+            return
+
+        async def stop() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await loop.shutdown_asyncgens()
+            from ai_utils._loop_resources import aclose_loop_resources
+
+            await aclose_loop_resources()
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        if not thread.is_alive():
+            loop.close()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Any:
+        """Run ``coro`` on the background loop; a `concurrent.futures.Future`."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def register(self, agent: Any, name: str) -> None:
+        """The agent that runs the sessions named ``name`` in this worker."""
+        self.agents[name] = agent
+
+    # --- drivers -----------------------------------------------------------------------------------------
+
+    def kick(self, session_id: str, *, here: bool = False) -> None:
+        """Make sure a driver works on ``session_id``.
+
+        With ``here`` (async callers) the driver is a task on the running loop; else it runs on the background
+        loop, since sync code must never wait on a turn that its own loop would have to run.
+        """
+        loop = asyncio.get_running_loop() if here else self.loop
+        with self._lock:
+            self._kicks[session_id] = self._kicks.get(session_id, 0) + 1
+            if session_id in self._drivers:
+                return  # its driver looks again before it stops
+            self._drivers[session_id] = loop
+            self.loops.add(loop)
+        if _on(loop):
+            self._start(session_id)
+        else:
+            loop.call_soon_threadsafe(self._start, session_id)
+
+    def runs_here(self, session_id: str) -> bool:
+        """Whether the session's driver runs on the loop running in this thread (a sync wait would deadlock it)."""
+        with self._lock:
+            loop = self._drivers.get(session_id)
+        return loop is not None and _on(loop)
+
+    def _start(self, session_id: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._drive(session_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _drive(self, session_id: str) -> None:
+        try:
+            while True:
+                with self._lock:
+                    self._kicks[session_id] = 0
+                try:
+                    await self._work(session_id)
+                except SessionFencedError as error:
+                    logger.warning("Stopped working on session %r: %s", session_id, error)
+                except Exception:
+                    logger.exception("Session %r: the worker failed; the next worker continues it", session_id)
+                    return
+                with self._lock:
+                    if not self._kicks.get(session_id):
+                        self._drivers.pop(session_id, None)
+                        self._kicks.pop(session_id, None)
+                        return
+        except BaseException:
+            with self._lock:
+                self._drivers.pop(session_id, None)
+                self._kicks.pop(session_id, None)
+            raise
+
+    async def _work(self, session_id: str) -> None:
+        store = self.store
+        delay = store.poll_seconds
+        while True:
+            token = store.claim(session_id)
+            if token is not None:
+                break
+            if not store.busy(session_id):
+                return
+            await asyncio.sleep(delay)  # another worker runs it; its lease expiring is the takeover
+            delay = min(delay * 1.5, 0.5)
+        renewer = asyncio.create_task(self._renew(session_id, token))
+        try:
+            from ai_utils.sessions._turns import run_turn
+
+            while not self.closing:
+                turn = store.next_turn(session_id)
+                if turn is None:
+                    if store.steers_to_turn(session_id, token):
+                        continue
+                    return
+                owner = self._owners.get(session_id) or store.owner_of(session_id) or ""
+                self._owners[session_id] = owner  # a session never changes its agent
+                agent = self.agents.get(owner)
+                if agent is None:
+                    logger.warning("Session %r: no agent of its name in this worker; leaving it queued", session_id)
+                    return
+                await run_turn(self, agent, session_id, token, turn)
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(Exception):
+                store.release(session_id, token)
+            self.signal.publish(session_id)
+
+    async def _renew(self, session_id: str, token: int) -> None:
+        store = self.store
+        every = max(min(store.lease_seconds / 3, 1.0), 0.02)
+        poll = min(0.2, every)
+        waited = 0.0
+        while True:
+            await asyncio.sleep(poll)
+            waited += poll
+            running = self._running.get(session_id)
+            seq = getattr(running[1], "turn_seq", None) if running is not None else None
+            if seq is not None and store.cancel_seq(session_id) >= seq:
+                self.cancel(session_id)  # cancelled from another worker
+            if waited >= every:
+                waited = 0.0
+                if not store.renew(session_id, token):
+                    logger.warning("Session %r: lease taken over by another worker; stopping", session_id)
+                    if running is not None:
+                        running[1].cancel()
+                    return
+
+    # --- the running turn --------------------------------------------------------------------------------
+
+    def set_running(self, session_id: str, task: asyncio.Task[Any] | None) -> None:
+        """Record (or clear) the task running the session's turn in this worker (on its loop)."""
+        with self._lock:
+            if task is None:
+                self._running.pop(session_id, None)
+                self._cancelled.discard(session_id)
+            else:
+                self._running[session_id] = (asyncio.get_running_loop(), task)
+
+    def was_cancelled(self, session_id: str) -> bool:
+        """Whether the running turn was cancelled by ``session.cancel()`` (not by a shutdown)."""
+        return session_id in self._cancelled
+
+    def cancel(self, session_id: str) -> None:
+        """Cancel the session's running turn if this worker runs it (thread-safe, any loop)."""
+        with self._lock:
+            running = self._running.get(session_id)
+            if running is None:
+                return
+            self._cancelled.add(session_id)
+        loop, task = running
+        if _on(loop):
+            task.cancel()
+        else:
+            loop.call_soon_threadsafe(task.cancel)
+
+
+def _on(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

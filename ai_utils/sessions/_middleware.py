@@ -1,0 +1,197 @@
+"""The `create_agent` middleware of an agent with ``sessions=``: steering, the resume note, safe tool re-runs.
+
+It is the agent's one thread-repair step (a `ThreadRepair` subclass, in that step's place), and outside a
+durable turn (no `TurnContext` in the run's config) it does nothing more, so ``agent.invoke`` on the same
+agent still works. Inside one:
+
+- before each model call (a safe boundary: never between a tool call and its result) the session's queued
+  steers join the turn as user messages (the adapter shows them as ``user_message`` chunks);
+- the first model call after a crash gets a note that the turn was interrupted;
+- each tool call gets its ``execution_id`` (stable across re-runs) in ``config["configurable"]``; a call of a
+  non-idempotent tool is journaled before it starts, and a journaled call found again after a crash is not
+  run: its result is an error saying it may have partly run.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain.agents.middleware import AgentState, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.config import get_config
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from ai_utils.agents._repair import ThreadRepair, repair_messages
+from ai_utils.streaming._adapter import STEER_KEY
+from ai_utils.tools.durable import EXECUTION_ID, declared_idempotent
+
+__all__ = ["CONTEXT_KEY", "DEEP_BUILTINS", "SessionMiddleware", "TurnContext"]
+
+CONTEXT_KEY = "__ai_utils_turn"
+"""``config["configurable"]`` key of the running durable turn's `TurnContext`."""
+
+_NAMESPACE = uuid.UUID("6b1f3a52-8c4e-4d0b-9a57-2f1e0c9d7a10")
+
+RESUME_NOTE = (
+    "[system note] This turn was interrupted: the process running it stopped, and a new process continues it "
+    "from the last stored step. Tool calls that may have partly run are marked with an error result; check "
+    "what already happened before repeating anything."
+)
+PARTLY_RUN = (
+    "Not run again: this call (execution_id {eid}) was running when the process running the turn stopped, so "
+    "it may have partly run. Check its effect before calling it again."
+)
+
+# deepagents' built-in tools: which are safe to run twice (reads, and writes that set the same content again).
+DEEP_BUILTINS: Mapping[str, bool] = {
+    "write_todos": True,
+    "ls": True,
+    "read_file": True,
+    "glob": True,
+    "grep": True,
+    "write_file": True,
+    "edit_file": False,
+    "delete": False,
+    "execute": False,
+    "task": False,
+}
+
+
+@dataclass
+class TurnContext:
+    """What the middleware needs from the running durable turn (passed in the run's config)."""
+
+    store: Any
+    session_id: str
+    token: int
+    turn_id: str
+    resuming: bool
+    noted: bool = False
+    steers: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _context() -> TurnContext | None:
+    try:
+        value = (get_config().get("configurable") or {}).get(CONTEXT_KEY)
+    except RuntimeError:  # not inside a runnable
+        return None
+    return value if isinstance(value, TurnContext) else None
+
+
+def execution_id(turn: TurnContext, call: Mapping[str, Any], messages: Sequence[Any]) -> str:
+    """The call's id: unique per call (turn, AI message, call id), the same when the call runs again."""
+    owner = next(
+        (
+            m.id
+            for m in reversed(messages)
+            if isinstance(m, AIMessage) and any(c["id"] == call["id"] for c in m.tool_calls)
+        ),
+        None,
+    )
+    return uuid.uuid5(_NAMESPACE, f"{turn.session_id}/{turn.turn_id}/{owner}/{call['id']}").hex
+
+
+class SessionMiddleware(ThreadRepair):
+    """The thread-repair step plus steering, the resume note and the idempotent rule (module docstring).
+
+    It *is* the agent's one repair step (a `ThreadRepair`, in its place in the stack): repairing and steering
+    happen in one ``before_model`` node, so a durable turn adds no graph step of its own.
+
+    Args:
+        idempotent: ``tool name -> idempotent`` for tools whose metadata does not say (MCP, built-ins).
+    """
+
+    def __init__(self, idempotent: Mapping[str, bool]) -> None:
+        super().__init__()
+        self._idempotent = dict(idempotent)
+
+    # --- repair + steering -------------------------------------------------------------------------------
+
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Answer unanswered tool calls, then let the session's queued steers join the turn as user messages."""
+        repaired = repair_messages(state["messages"])
+        turn = _context()
+        joined = self._steers(turn) if turn is not None else []
+        if repaired is None and not joined:
+            return None
+        return {"messages": [*(repaired or []), *joined]}
+
+    @staticmethod
+    def _steers(turn: TurnContext) -> list[HumanMessage]:
+        steers = turn.store.take_steers(turn.session_id, turn.token, turn.turn_id)
+        return [
+            HumanMessage(
+                text,
+                id=uuid.uuid5(_NAMESPACE, f"{turn.session_id}/steer/{mid}").hex,
+                response_metadata={STEER_KEY: mid},
+            )
+            for mid, text in steers
+        ]
+
+    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of `before_model`."""
+        return self.before_model(state, runtime)
+
+    # --- the resume note ---------------------------------------------------------------------------------
+
+    def _noted(self, request: ModelRequest) -> ModelRequest:
+        turn = _context()
+        if turn is None or not turn.resuming or turn.noted:
+            return request
+        turn.noted = True
+        return request.override(messages=[*request.messages, HumanMessage(RESUME_NOTE)])
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
+        """Tell the first model call after a crash that the turn was interrupted."""
+        return handler(self._noted(request))
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> ModelResponse:
+        """Async twin of `wrap_model_call`."""
+        return await handler(self._noted(request))
+
+    # --- tool calls --------------------------------------------------------------------------------------
+
+    def is_idempotent(self, request: ToolCallRequest) -> bool:
+        """The tool's declaration (metadata first, then the agent's table; undeclared counts as not)."""
+        declared = declared_idempotent(request.tool) if request.tool is not None else None
+        if declared is not None:
+            return declared
+        return self._idempotent.get(request.tool_call["name"], False)
+
+    def _prepare(self, request: ToolCallRequest) -> ToolCallRequest | ToolMessage:
+        turn = (request.runtime.config.get("configurable") or {}).get(CONTEXT_KEY)
+        if not isinstance(turn, TurnContext):
+            return request
+        call = request.tool_call
+        eid = execution_id(
+            turn, call, (request.state or {}).get("messages", []) if isinstance(request.state, Mapping) else []
+        )
+        config = request.runtime.config
+        # Per-call config (LangGraph copies it per call): tools read it as config / ToolRuntime.config.
+        config["configurable"] = {**(config.get("configurable") or {}), EXECUTION_ID: eid}
+        if not self.is_idempotent(request) and not turn.store.journal(turn.session_id, turn.token, eid):
+            return ToolMessage(PARTLY_RUN.format(eid=eid), tool_call_id=call["id"], name=call["name"], status="error")
+        return request
+
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+    ) -> ToolMessage | Command[Any]:
+        """Give the call its ``execution_id``; never re-run a non-idempotent call that may have partly run."""
+        prepared = self._prepare(request)
+        return prepared if isinstance(prepared, ToolMessage) else handler(prepared)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """Async twin of `wrap_tool_call`."""
+        prepared = self._prepare(request)
+        return prepared if isinstance(prepared, ToolMessage) else await handler(prepared)

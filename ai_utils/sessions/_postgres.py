@@ -1,0 +1,158 @@
+"""``postgres_sessions``: durable sessions that any number of processes on any number of machines share.
+
+Checkpoints use `langgraph-checkpoint-postgres` (our `PostgresCheckpointSaver`, one pool); the store's
+tables live in the same database and pool. A checkpoint write for a leased session runs in one
+transaction that first takes ``SELECT ... FOR SHARE`` on the session row and checks the lease token, so
+a takeover (an ``UPDATE`` of that row) waits for it and a stale worker's write is rolled back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
+
+from ai_utils.exceptions import SessionFencedError
+from ai_utils.memory.postgres import PostgresCheckpointSaver
+from ai_utils.sessions._schema import Cursor
+from ai_utils.sessions._store import SessionStore
+
+__all__ = ["PostgresSessions", "postgres_sessions"]
+
+_FENCE: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("ai_utils_pg_fence", default=None)
+_SETUP_KEY = 0x61695F73657373  # "ai_sess"
+
+
+class _FencedPostgresSaver(PostgresCheckpointSaver):
+    """`PostgresCheckpointSaver` whose writes for a leased session check the lease in the same transaction."""
+
+    leases: dict[str, int]
+
+    def _fence(self, config: RunnableConfig) -> tuple[str, int] | None:
+        thread = (config.get("configurable") or {}).get("thread_id")
+        token = self.leases.get(thread) if isinstance(thread, str) else None
+        return None if token is None else (thread, token)  # type: ignore[return-value]
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint (fenced while this worker leases the thread's session)."""
+        reset = _FENCE.set(self._fence(config))
+        try:
+            return super().put(config, checkpoint, metadata, new_versions)
+        finally:
+            _FENCE.reset(reset)
+
+    def put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        """Store a task's writes (fenced while this worker leases the thread's session)."""
+        reset = _FENCE.set(self._fence(config))
+        try:
+            super().put_writes(config, writes, task_id, task_path)
+        finally:
+            _FENCE.reset(reset)
+
+    @contextlib.contextmanager
+    def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
+        fence = _FENCE.get()
+        if fence is None:
+            with super()._cursor(pipeline=pipeline) as cur:
+                yield cur
+            return
+        from psycopg.rows import dict_row
+
+        with self.pool.connection() as conn, conn.transaction(), conn.cursor(binary=True, row_factory=dict_row) as cur:
+            cur.execute("SELECT lease_token FROM ai_utils_sessions WHERE session_id = %s FOR SHARE", (fence[0],))
+            row = cur.fetchone()
+            if row is None or int(row["lease_token"]) != fence[1]:
+                raise SessionFencedError(
+                    f"Session {fence[0]!r} was taken over by another worker; its checkpoint write is refused.",
+                    session_id=fence[0],
+                )
+            yield cur
+
+
+class _PgCursor:
+    """A psycopg cursor taking ``?`` placeholders (the store's SQL is shared with SQLite)."""
+
+    def __init__(self, cur: Any) -> None:
+        self._cur = cur
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._cur.execute(sql.replace("?", "%s"), tuple(params))
+
+    def fetchone(self) -> Any:
+        return self._cur.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return list(self._cur.fetchall())
+
+    @property
+    def rowcount(self) -> int:
+        return int(self._cur.rowcount)
+
+
+class _PgDb:
+    for_update = " FOR UPDATE"
+
+    def __init__(self, saver: _FencedPostgresSaver) -> None:
+        self.saver = saver
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Cursor]:
+        from psycopg.rows import tuple_row
+
+        with self.saver.pool.connection() as conn, conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+            yield _PgCursor(cur)
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Cursor]:
+        from psycopg.rows import tuple_row
+
+        with self.saver.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            yield _PgCursor(cur)
+
+    def setup(self, statements: Sequence[str]) -> None:
+        with self.write() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(?)", (_SETUP_KEY,))
+            for statement in statements:
+                cur.execute(statement)
+
+
+class PostgresSessions(SessionStore):
+    """Durable sessions in Postgres (see `postgres_sessions`)."""
+
+    def close(self) -> None:
+        """Stop this worker's background runner and close the pool."""
+        if self._engine is not None:
+            self._engine.close()
+        self.checkpointer.close()
+
+
+def postgres_sessions(
+    conn_string: str, *, lease_seconds: float = 30.0, min_size: int = 1, max_size: int = 4
+) -> PostgresSessions:
+    """Durable sessions in Postgres: processes on any number of machines share them (scale-out).
+
+    Args:
+        conn_string: a libpq URI or ``key=value`` string (never shown in errors).
+        lease_seconds: how long a worker's claim on a session lasts without renewal.
+        min_size: connections the pool keeps open.
+        max_size: the most connections the pool opens.
+
+    Raises:
+        UserError: a bad connection string or pool size, or the server cannot be reached.
+    """
+    saver = _FencedPostgresSaver(conn_string, min_size=min_size, max_size=max_size)
+    store = PostgresSessions(_PgDb(saver), saver, lease_seconds=lease_seconds, kind="postgres", poll_seconds=0.05)
+    saver.leases = store.leases
+    return store

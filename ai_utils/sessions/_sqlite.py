@@ -1,0 +1,226 @@
+"""``sqlite_sessions`` / ``memory_sessions``: sessions, turn log, steering and checkpoints in one SQLite file.
+
+The store's tables live in the checkpointer's own database and connection (`SqliteCheckpointSaver`, one
+connection and one lock), so a checkpoint write can be fenced in the same transaction: ``BEGIN
+IMMEDIATE`` (SQLite's write lock, which a takeover in another process must wait for), check the lease
+token, write, commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
+
+from ai_utils.exceptions import SessionFencedError, UserError
+from ai_utils.memory.sqlite import SqliteCheckpointSaver
+from ai_utils.sessions._schema import Cursor
+from ai_utils.sessions._store import SessionStore
+
+__all__ = ["memory_sessions", "sqlite_sessions"]
+
+# (session_id, token) of the checkpoint write in progress on this thread.
+_FENCE: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("ai_utils_sqlite_fence", default=None)
+
+
+class _FencedSqliteSaver(SqliteCheckpointSaver):
+    """`SqliteCheckpointSaver` whose writes for a leased session check the lease in the same transaction."""
+
+    leases: dict[str, int]
+
+    def _fence(self, config: RunnableConfig) -> tuple[str, int] | None:
+        thread = (config.get("configurable") or {}).get("thread_id")
+        token = self.leases.get(thread) if isinstance(thread, str) else None
+        return None if token is None else (thread, token)  # type: ignore[return-value]
+
+    # On the store's own worker loop the sync methods run inline: SQLite answers in microseconds, and a thread
+    # hop per checkpoint would cost more than the write (other loops still go through worker threads).
+    engine_loops: Any = ()
+
+    def _inline(self) -> bool:
+        try:
+            return asyncio.get_running_loop() in self.engine_loops
+        except RuntimeError:
+            return False
+
+    async def aget_tuple(self, config: RunnableConfig) -> Any:
+        """Async twin of ``get_tuple`` (inline on the sessions worker loop)."""
+        return self.get_tuple(config) if self._inline() else await super().aget_tuple(config)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async twin of ``put`` (inline on the sessions worker loop)."""
+        if self._inline():
+            return self.put(config, checkpoint, metadata, new_versions)
+        return await super().aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        """Async twin of ``put_writes`` (inline on the sessions worker loop)."""
+        if self._inline():
+            self.put_writes(config, writes, task_id, task_path)
+        else:
+            await super().aput_writes(config, writes, task_id, task_path)
+
+    async def aget_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Any:
+        """Async twin of ``get_delta_channel_history`` (inline on the sessions worker loop)."""
+        if self._inline():
+            return self.get_delta_channel_history(config=config, channels=channels)
+        return await super().aget_delta_channel_history(config=config, channels=channels)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint (fenced while this worker leases the thread's session)."""
+        reset = _FENCE.set(self._fence(config))
+        try:
+            return super().put(config, checkpoint, metadata, new_versions)
+        finally:
+            _FENCE.reset(reset)
+
+    def put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        """Store a task's writes (fenced while this worker leases the thread's session)."""
+        reset = _FENCE.set(self._fence(config))
+        try:
+            super().put_writes(config, writes, task_id, task_path)
+        finally:
+            _FENCE.reset(reset)
+
+    @contextlib.contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+        """SqliteSaver's cursor; inside a fenced write it opens the transaction with the lease check."""
+        fence = _FENCE.get()
+        if fence is None or not transaction:
+            with super().cursor(transaction) as cur:
+                yield cur
+            return
+        with self.lock:
+            self.setup()
+            cur = self.conn.cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                cur.execute("SELECT lease_token FROM ai_utils_sessions WHERE session_id = ?", (fence[0],))
+                row = cur.fetchone()
+                if row is None or int(row[0]) != fence[1]:
+                    raise SessionFencedError(
+                        f"Session {fence[0]!r} was taken over by another worker; its checkpoint write is refused.",
+                        session_id=fence[0],
+                    )
+                yield cur
+                self.conn.commit()
+            except BaseException:
+                self.conn.rollback()
+                raise
+            finally:
+                cur.close()
+
+
+class _SqliteDb:
+    """The store's `Db` on the saver's connection and lock."""
+
+    for_update = ""
+
+    def __init__(self, saver: _FencedSqliteSaver) -> None:
+        self.saver = saver
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Cursor]:
+        with self.saver.lock:
+            conn = self.saver.conn
+            cur = conn.cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                yield cur
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
+            finally:
+                cur.close()
+
+    def setup(self, statements: Sequence[str]) -> None:
+        with self.write() as cur:
+            for statement in statements:
+                cur.execute(statement)
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Cursor]:
+        with self.saver.lock:
+            cur = self.saver.conn.cursor()
+            try:
+                yield cur
+            finally:
+                cur.close()
+
+
+class SqliteSessions(SessionStore):
+    """Durable sessions in one SQLite file (see `sqlite_sessions`)."""
+
+    def close(self) -> None:
+        """Stop this worker's background runner and close the database."""
+        if self._engine is not None:
+            self._engine.close()
+        self.checkpointer.close()
+
+
+def _open(path: str | os.PathLike[str], lease_seconds: float, kind: str) -> SqliteSessions:
+    saver = _FencedSqliteSaver(path)
+    store = SqliteSessions(_SqliteDb(saver), saver, lease_seconds=lease_seconds, kind=kind, poll_seconds=0.05)
+    saver.leases = store.leases
+    saver.engine_loops = store.engine.loops
+    return store
+
+
+def sqlite_sessions(path: str | os.PathLike[str], *, lease_seconds: float = 30.0) -> SqliteSessions:
+    """Durable sessions in one SQLite file: sessions, the turn log, steering AND the LangGraph checkpoints.
+
+    Any number of processes on this machine may share the file; each is a worker that runs the sessions it
+    gets work for, one turn at a time per session (a lease of ``lease_seconds``, renewed while it runs).
+
+    Example:
+        ```python
+        store = sqlite_sessions("data/sessions.sqlite")
+        agent = Agent(llm=llm, tools=[durable_tool(lookup, idempotent=True)], sessions=store, name="support")
+        turn = agent.session().prompt("Hi!")
+        print(turn.result().output)
+        ```
+
+    Args:
+        path: the database file (parent folders are created).
+        lease_seconds: how long a worker's claim on a session lasts without renewal; after a crash another
+            worker continues the session's turn this long after the last renewal.
+
+    Raises:
+        UserError: for a bad path or ``lease_seconds``, or a file that is not a SQLite database.
+    """
+    if str(path) == ":memory:":
+        raise UserError("sqlite_sessions(':memory:') keeps nothing; use memory_sessions() for that.")
+    return _open(path, lease_seconds, "sqlite")
+
+
+def memory_sessions(*, lease_seconds: float = 30.0) -> SqliteSessions:
+    """Sessions in this process's memory (tests, demos): the same semantics, nothing outlives the process.
+
+    Args:
+        lease_seconds: as for `sqlite_sessions`.
+    """
+    return _open(":memory:", lease_seconds, "memory")
