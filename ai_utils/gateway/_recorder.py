@@ -89,9 +89,6 @@ class CallRecorder:
                     f"audit_mode is 'required' ({type(error).__name__}: {error}). Fix the sink or use 'best-effort'."
                 ) from error
 
-    # ai_utils.loops still calls ``handler.gateway._write_audit(entry)``; goes with the `gateway` alias there.
-    _write_audit = write
-
     def emit(self, event: GatewayEvent) -> None:
         """Hand one event to ``on_event``; its errors are logged, never raised.
 

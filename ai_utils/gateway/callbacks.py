@@ -112,12 +112,6 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         self._actor_audit = actor.to_audit() if actor is not None else None
 
     @property
-    def gateway(self) -> CallRecorder:
-        """Deprecated: use `recorder`. Kept for ``ai_utils.loops``, which writes its rows through it."""
-        # TODO(house): drop once loops/_events.py calls handler.recorder.now() / .write(entry).
-        return self.recorder
-
-    @property
     def _provider(self) -> str:
         return self.route.provider if self.route is not None else ""
 

@@ -96,7 +96,7 @@ class Events:
             provider="ai_utils.loops",
             model=self.loop,
             status=status,
-            created_at=handler.gateway.now(),
+            created_at=handler.recorder.now(),
             actor=actor,
             tenant_id=actor.get("tenant_id") if isinstance(actor, dict) else None,
             tools_requested=[event["tool"]] if event.get("tool") else [],
@@ -104,4 +104,4 @@ class Events:
             metadata={"event": event["type"], **{k: v for k, v in event.items() if k != "type"}},
         )
         # The gateway's own write path: it honours audit_mode="required" and on_audit_error.
-        handler.gateway._write_audit(entry)
+        handler.recorder.write(entry)

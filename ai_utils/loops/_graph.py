@@ -29,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 from typing_extensions import TypedDict
 
 from ai_utils._structured import InvalidReply, parse_json_reply
+from ai_utils.agents._repair import ThreadRepair
 from ai_utils.agents._state import AgentState
 from ai_utils.exceptions import LoopError, LoopPermissionDeniedError
 from ai_utils.loops._context import jsonable, resolve, write_path
@@ -282,8 +283,8 @@ def agent_graph(
     middleware: Sequence[Any],
     events: Events,
 ) -> Any:
-    """The `create_agent` graph of one agent step (the same construction as `Agent`'s)."""
-    stack = [*middleware, LoopToolGate(loop.permissions, events, key)]
+    """The `create_agent` graph of one agent step (the same construction as `Agent`'s, repair step first)."""
+    stack = [ThreadRepair(), *middleware, LoopToolGate(loop.permissions, events, key)]
     if step.tool_choice is not None:
         stack.append(LoopToolChoice(step.tool_choice))
     # checkpointer=None: as a subgraph it keeps its state under the loop graph's checkpointer.
