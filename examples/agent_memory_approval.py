@@ -11,6 +11,9 @@ import os
 import tempfile
 from pathlib import Path
 
+from langchain_core.language_models import BaseChatModel
+from langgraph.types import Checkpointer
+
 from ai_utils import Agent, get_llm, sqlite_saver
 from ai_utils.testing import FakeChatModel
 
@@ -23,7 +26,7 @@ def send_mail(to: str, text: str) -> str:
     return f"mail sent to {to}"
 
 
-def pick_llm() -> object:
+def pick_llm() -> BaseChatModel:
     if os.environ.get("OPENROUTER_API_KEY"):
         print("(real provider via get_llm())")
         return get_llm()
@@ -32,12 +35,12 @@ def pick_llm() -> object:
     return FakeChatModel([{"tool_calls": [mail]}, "Done - Bob knows the meeting is at 3 pm."])
 
 
-def make_agent(saver: object, llm: object) -> Agent:
+def make_agent(saver: Checkpointer, llm: BaseChatModel) -> Agent:
     return Agent(
-        llm=llm,  # type: ignore[arg-type]
+        llm=llm,
         prompt="You are an assistant that can send mails.",
         tools=[send_mail],
-        checkpointer=saver,  # type: ignore[arg-type]
+        checkpointer=saver,
         interrupt_on={"send_mail": {"decisions": ["approve", "reject"], "question": "Send this mail?"}},
     )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
 
 from ai_utils import Agent, ToolRegistry, get_llm
@@ -30,7 +31,7 @@ registry = ToolRegistry(
 )
 
 
-def pick_model() -> object:
+def pick_model() -> BaseChatModel:
     if os.environ.get("OPENROUTER_API_KEY"):
         print("(using the real provider via get_llm())\n")
         return get_llm()
@@ -48,7 +49,7 @@ def pick_model() -> object:
 
 def main() -> None:
     agent = Agent(
-        llm=pick_model(),  # type: ignore[arg-type]
+        llm=pick_model(),
         prompt="Du bist ein hilfreicher Assistent. Nutze Tools, wenn sie helfen.",
         tools=registry.all_tools,
     )

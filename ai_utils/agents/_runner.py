@@ -7,7 +7,7 @@ shell that calls the graph's own method of the same name between these helpers.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
@@ -26,6 +26,7 @@ __all__ = [
     "RECURSION_LIMIT",
     "Decisions",
     "Interrupt",
+    "ModelT",
     "RunResult",
     "aresume_input",
     "astream_run",
@@ -43,7 +44,10 @@ RECURSION_LIMIT = 200
 
 Decisions = Sequence[Decision] | Mapping[str, Decision]
 Interrupt = InterruptEvent | InterruptBatch
-RunResult = str | BaseModel | Interrupt | Any
+RunResult = str | BaseModel | Interrupt
+"""What a run returns before the wrapper types it: the text, the ``output`` instance, or the interrupt chunk."""
+ModelT = TypeVar("ModelT", bound=BaseModel)
+"""The ``output`` model of a wrapper built with ``output=`` (its ``invoke`` returns an instance)."""
 
 
 def check_call(
@@ -161,7 +165,7 @@ def final_result(output: GraphOutput[Any], *, structured: bool) -> RunResult:
             return chunk
     values = output.value
     if structured:
-        response = values.get("structured_response") if isinstance(values, Mapping) else None
+        response: BaseModel | None = values.get("structured_response") if isinstance(values, Mapping) else None
         if response is None:
             # e.g. `max_iterations` or `should_break_early` ended the run before a final answer
             raise ModelOutputError(

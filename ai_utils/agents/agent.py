@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Never
+from typing import TYPE_CHECKING, Any, Generic, Never, cast, overload
 
 from langchain.agents import create_agent
 from langchain_core.callbacks import BaseCallbackHandler
@@ -11,6 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.types import Durability
 from pydantic import BaseModel
+from typing_extensions import TypeVar
 
 from ai_utils.agents._args import check_prompt, reject_unknown, resolve_llm, tool_list
 from ai_utils.agents._base import Graph, GraphRunner
@@ -20,6 +21,8 @@ from ai_utils.agents._hooks import AfterToolCall, BeforeToolCall, OnProviderErro
 from ai_utils.agents._repair import ThreadRepair
 from ai_utils.agents._runner import (
     Decisions,
+    Interrupt,
+    ModelT,
     RunResult,
 )
 from ai_utils.agents._state import AgentState
@@ -32,14 +35,20 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langgraph.types import Checkpointer
 
-    from ai_utils.gateway.actions import ActionRegistry
+    from ai_utils.gateway.actions import ActionRegistry, DirectiveResult
     from ai_utils.routing.modes import ModeRouter
+    from ai_utils.sessions._store import SessionStore
     from ai_utils.tools.registry import ToolRegistry
 
 __all__ = ["Agent"]
 
+# What ``invoke`` answers besides an interrupt; a bare ``Agent`` annotation means any of them (covariant).
+OutputT = TypeVar(
+    "OutputT", bound="str | BaseModel | DirectiveResult", covariant=True, default="str | BaseModel | DirectiveResult"
+)
 
-class Agent(GraphRunner):
+
+class Agent(GraphRunner, Generic[OutputT]):
     """A tool-calling agent: the model calls tools until it can answer.
 
     Example:
@@ -97,7 +106,94 @@ class Agent(GraphRunner):
 
     Without a checkpointer nothing is remembered between calls; a ``thread_id`` passed anyway is ignored
     with a one-time `UserWarning`.
+
+    ``Agent(output=Model)`` is an ``Agent[Model]`` whose ``invoke`` returns ``Model | Interrupt``; with
+    ``actions`` it is an ``Agent[DirectiveResult]``; otherwise an ``Agent[str]``.
     """
+
+    @overload
+    def __init__(
+        self: Agent[str],
+        *,
+        llm: BaseChatModel | str | None = None,
+        prompt: str | None = None,
+        tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry = (),
+        checkpointer: Checkpointer = None,
+        output: None = None,
+        mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None = None,
+        interrupt_on: Mapping[str, Any] | None = None,
+        middleware: Sequence[Any] = (),
+        describe: str | None = None,
+        name: str | None = None,
+        before_tool_call: BeforeToolCall | None = None,
+        after_tool_call: AfterToolCall | None = None,
+        should_break_early: ShouldBreakEarly | None = None,
+        on_provider_error: OnProviderError | None = None,
+        max_iterations: int | None = None,
+        durability: Durability = "sync",
+        context_schema: type[Any] | None = None,
+        callbacks: Sequence[BaseCallbackHandler] = (),
+        actions: None = None,
+        modes: ModeRouter | None = None,
+        retries: int = 2,
+        sessions: SessionStore | None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[ModelT],
+        *,
+        llm: BaseChatModel | str | None = None,
+        prompt: str | None = None,
+        tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry = (),
+        checkpointer: Checkpointer = None,
+        output: type[ModelT],
+        mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None = None,
+        interrupt_on: Mapping[str, Any] | None = None,
+        middleware: Sequence[Any] = (),
+        describe: str | None = None,
+        name: str | None = None,
+        before_tool_call: BeforeToolCall | None = None,
+        after_tool_call: AfterToolCall | None = None,
+        should_break_early: ShouldBreakEarly | None = None,
+        on_provider_error: OnProviderError | None = None,
+        max_iterations: int | None = None,
+        durability: Durability = "sync",
+        context_schema: type[Any] | None = None,
+        callbacks: Sequence[BaseCallbackHandler] = (),
+        actions: None = None,
+        modes: ModeRouter | None = None,
+        retries: int = 2,
+        sessions: SessionStore | None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[DirectiveResult],
+        *,
+        llm: BaseChatModel | str | None = None,
+        prompt: str | None = None,
+        tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry = (),
+        checkpointer: Checkpointer = None,
+        output: None = None,
+        mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None = None,
+        interrupt_on: Mapping[str, Any] | None = None,
+        middleware: Sequence[Any] = (),
+        describe: str | None = None,
+        name: str | None = None,
+        before_tool_call: BeforeToolCall | None = None,
+        after_tool_call: AfterToolCall | None = None,
+        should_break_early: ShouldBreakEarly | None = None,
+        on_provider_error: OnProviderError | None = None,
+        max_iterations: int | None = None,
+        durability: Durability = "sync",
+        context_schema: type[Any] | None = None,
+        callbacks: Sequence[BaseCallbackHandler] = (),
+        actions: ActionRegistry,
+        modes: ModeRouter | None = None,
+        retries: int = 2,
+        sessions: SessionStore | None = None,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -123,7 +219,7 @@ class Agent(GraphRunner):
         actions: ActionRegistry | None = None,
         modes: ModeRouter | None = None,
         retries: int = 2,
-        sessions: Any = None,
+        sessions: SessionStore | None = None,
         **unknown: Never,
     ) -> None:
         reject_unknown(unknown, owner="Agent", signature_of=Agent.__init__)
@@ -224,12 +320,13 @@ class Agent(GraphRunner):
             name=self.name,
         )
 
-    def _result(self, result: RunResult, actor: Any) -> RunResult:
+    def _result(self, result: RunResult, actor: Any) -> OutputT | Interrupt:
+        # The overloads tie OutputT to ``output``/``actions``, which decide what the run returns.
         if self.actions is None or not isinstance(result, str):
-            return result
+            return cast("OutputT | Interrupt", result)
         from ai_utils.gateway.actions import validate_directives
 
-        return validate_directives(result, self.actions, actor=actor)
+        return cast("OutputT", validate_directives(result, self.actions, actor=actor))
 
     # --- invoke --------------------------------------------------------------------------------------------
 
@@ -244,7 +341,7 @@ class Agent(GraphRunner):
         callbacks: Sequence[BaseCallbackHandler] = (),
         actor: Any = None,
         config: RunnableConfig | None = None,
-    ) -> RunResult:
+    ) -> OutputT | Interrupt:
         """Run one turn (or resume a paused one) to the end.
 
         Args:
@@ -277,7 +374,7 @@ class Agent(GraphRunner):
         callbacks: Sequence[BaseCallbackHandler] = (),
         actor: Any = None,
         config: RunnableConfig | None = None,
-    ) -> RunResult:
+    ) -> OutputT | Interrupt:
         """Async twin of `invoke`."""
         result = await self._ainvoke(input, thread_id, context, decision, decisions, callbacks, config)
         return self._result(result, actor)

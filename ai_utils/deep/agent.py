@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Never
+from typing import TYPE_CHECKING, Any, Generic, Never, cast, overload
 
 from langchain.agents.middleware import TodoListMiddleware
 from langchain_core.callbacks import BaseCallbackHandler
@@ -11,13 +11,14 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel
+from typing_extensions import TypeVar
 
 from ai_utils.agents._args import check_prompt, reject_unknown, resolve_llm, tool_list
 from ai_utils.agents._base import Graph, GraphRunner
 from ai_utils.agents._guards import guard_tool, guards
 from ai_utils.agents._hitl import to_interrupt_on
 from ai_utils.agents._repair import REPAIR_NAME, ThreadRepair
-from ai_utils.agents._runner import Decisions, RunResult
+from ai_utils.agents._runner import Decisions, Interrupt, ModelT
 from ai_utils.client import Decision
 from ai_utils.deep._deepagents import create_deep_agent, supports_execution
 from ai_utils.exceptions import UserError
@@ -25,12 +26,20 @@ from ai_utils.tools._mcp_config import MCPServer, describe_mcp_servers, normaliz
 from ai_utils.tools._normalize import check_unique, normalize_tools
 
 if TYPE_CHECKING:
+    from deepagents import AsyncSubAgent, CompiledSubAgent, FilesystemPermission, SubAgent
+    from deepagents.backends.protocol import BackendProtocol
     from langchain_core.language_models import BaseChatModel
+    from langgraph.store.base import BaseStore
+    from langgraph.types import Checkpointer
 
     from ai_utils.routing.modes import ModeRouter
+    from ai_utils.sessions._store import SessionStore
     from ai_utils.tools.registry import ToolRegistry
 
 __all__ = ["DeepAgent"]
+
+# What ``invoke`` answers besides an interrupt; a bare ``DeepAgent`` annotation means either (covariant).
+OutputT = TypeVar("OutputT", bound="str | BaseModel", covariant=True, default="str | BaseModel")
 
 
 def _checkpointer(checkpointer: Any) -> Any:
@@ -56,7 +65,7 @@ def _subagent(spec: Any) -> Any:
     return spec
 
 
-class DeepAgent(GraphRunner):
+class DeepAgent(GraphRunner, Generic[OutputT]):
     """A deep agent: plans with ``write_todos``, works in files, delegates to subagents via ``task``.
 
     Example:
@@ -111,9 +120,65 @@ class DeepAgent(GraphRunner):
 
     With ``checkpointer=None``/``False`` nothing is remembered; a ``thread_id`` passed anyway is ignored with a
     one-time `UserWarning`.
+
+    ``DeepAgent(output=Model)`` is a ``DeepAgent[Model]`` (``invoke`` returns ``Model | Interrupt``), else ``[str]``.
     """
 
     _owner = "DeepAgent"
+
+    @overload
+    def __init__(
+        self: DeepAgent[str],
+        *,
+        prompt: str | None = None,
+        llm: BaseChatModel | str | None = None,
+        tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry = (),
+        output: None = None,
+        checkpointer: Checkpointer = True,
+        backend: BackendProtocol | None = None,
+        permissions: Sequence[FilesystemPermission] | None = None,
+        interrupt_on: Mapping[str, Any] | None = None,
+        agents_md: Sequence[str] | None = None,
+        subagents: Sequence[SubAgent | CompiledSubAgent | AsyncSubAgent] | None = None,
+        skills: Sequence[str] | None = None,
+        middleware: Sequence[Any] = (),
+        store: BaseStore | None = None,
+        name: str | None = None,
+        context_schema: type[Any] | None = None,
+        mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None = None,
+        describe: str | None = None,
+        callbacks: Sequence[BaseCallbackHandler] = (),
+        modes: ModeRouter | None = None,
+        retries: int = 2,
+        sessions: SessionStore | None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: DeepAgent[ModelT],
+        *,
+        prompt: str | None = None,
+        llm: BaseChatModel | str | None = None,
+        tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry = (),
+        output: type[ModelT],
+        checkpointer: Checkpointer = True,
+        backend: BackendProtocol | None = None,
+        permissions: Sequence[FilesystemPermission] | None = None,
+        interrupt_on: Mapping[str, Any] | None = None,
+        agents_md: Sequence[str] | None = None,
+        subagents: Sequence[SubAgent | CompiledSubAgent | AsyncSubAgent] | None = None,
+        skills: Sequence[str] | None = None,
+        middleware: Sequence[Any] = (),
+        store: BaseStore | None = None,
+        name: str | None = None,
+        context_schema: type[Any] | None = None,
+        mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None = None,
+        describe: str | None = None,
+        callbacks: Sequence[BaseCallbackHandler] = (),
+        modes: ModeRouter | None = None,
+        retries: int = 2,
+        sessions: SessionStore | None = None,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -122,15 +187,15 @@ class DeepAgent(GraphRunner):
         llm: BaseChatModel | str | None = None,
         tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry = (),
         output: type[BaseModel] | None = None,
-        checkpointer: Any = True,
-        backend: Any = None,
-        permissions: Sequence[Any] | None = None,
+        checkpointer: Checkpointer = True,
+        backend: BackendProtocol | None = None,
+        permissions: Sequence[FilesystemPermission] | None = None,
         interrupt_on: Mapping[str, Any] | None = None,
         agents_md: Sequence[str] | None = None,
-        subagents: Sequence[Any] | None = None,
+        subagents: Sequence[SubAgent | CompiledSubAgent | AsyncSubAgent] | None = None,
         skills: Sequence[str] | None = None,
         middleware: Sequence[Any] = (),
-        store: Any = None,
+        store: BaseStore | None = None,
         name: str | None = None,
         context_schema: type[Any] | None = None,
         mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None = None,
@@ -138,7 +203,7 @@ class DeepAgent(GraphRunner):
         callbacks: Sequence[BaseCallbackHandler] = (),
         modes: ModeRouter | None = None,
         retries: int = 2,
-        sessions: Any = None,
+        sessions: SessionStore | None = None,
         **unknown: Never,
     ) -> None:
         reject_unknown(unknown, owner="DeepAgent", signature_of=DeepAgent.__init__)
@@ -298,7 +363,7 @@ class DeepAgent(GraphRunner):
         decisions: Decisions | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
         config: RunnableConfig | None = None,
-    ) -> RunResult:
+    ) -> OutputT | Interrupt:
         """Run one turn (or resume a paused one) to the end.
 
         Args:
@@ -316,7 +381,8 @@ class DeepAgent(GraphRunner):
         Returns:
             The answer text, the ``output`` model instance, or an interrupt chunk when a tool waits for approval.
         """
-        return self._invoke(input, thread_id, context, decision, decisions, callbacks, config)
+        result = self._invoke(input, thread_id, context, decision, decisions, callbacks, config)
+        return cast("OutputT | Interrupt", result)  # the overloads tie OutputT to ``output``
 
     async def ainvoke(
         self,
@@ -328,6 +394,7 @@ class DeepAgent(GraphRunner):
         decisions: Decisions | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
         config: RunnableConfig | None = None,
-    ) -> RunResult:
+    ) -> OutputT | Interrupt:
         """Async twin of `invoke`."""
-        return await self._ainvoke(input, thread_id, context, decision, decisions, callbacks, config)
+        result = await self._ainvoke(input, thread_id, context, decision, decisions, callbacks, config)
+        return cast("OutputT | Interrupt", result)

@@ -1,0 +1,61 @@
+"""mypy --strict (no plugin) types each wrapper's answer by its ``output``/``actions`` and rejects wrong uses."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = ROOT / "tests" / "typing" / "check_agents.py"
+BAD = ROOT / "tests" / "typing" / "check_agents_errors.py"
+
+
+@pytest.fixture(scope="module")
+def mypy_output() -> str:
+    """One mypy run over both files (the analysis of ai_utils, LangChain and deepagents is the slow part)."""
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-color-output", str(GOOD), str(BAD)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode in (0, 1), run.stdout + run.stderr
+    return run.stdout
+
+
+def errors_in(output: str, path: Path) -> dict[int, list[str]]:
+    errors: dict[int, list[str]] = {}
+    for match in re.finditer(rf"{re.escape(path.name)}:(\d+): error: (.*)", output):
+        errors.setdefault(int(match[1]), []).append(match[2])
+    return errors
+
+
+def test_mypy_types_answers_by_output_and_actions(mypy_output: str) -> None:
+    assert errors_in(mypy_output, GOOD) == {}
+    assert "checked 2 source files" in mypy_output
+
+
+def test_mypy_rejects_wrong_answer_types_and_bad_options(mypy_output: str) -> None:
+    errors = errors_in(mypy_output, BAD)
+
+    assert sorted(errors) == [19, 20, 21, 22, 23, 24, 25], mypy_output
+    assert errors[19] == [
+        'Expression is of type "Weather | InterruptEvent | InterruptBatch", not "str | InterruptEvent | InterruptBatch"'
+        "  [assert-type]"
+    ]
+    assert errors[20] == [
+        'Expression is of type "str | InterruptEvent | InterruptBatch", not "Weather | InterruptEvent | InterruptBatch"'
+        "  [assert-type]"
+    ]
+    assert errors[21][0].startswith('Item "str" of "str | InterruptEvent | InterruptBatch" has no attribute "celsius"')
+    assert errors[22][0].startswith('No overload variant of "Agent" matches argument types')
+    assert errors[23] == [
+        'Expression is of type "Weather | InterruptEvent | InterruptBatch", not "Weather"  [assert-type]'
+    ]
+    assert errors[24] == ['List item 0 has incompatible type "str"; expected "FilesystemPermission"  [list-item]']
+    assert errors[25][0].startswith('List item 0 has incompatible type "dict[str, str]"; expected "SubAgent |')

@@ -1,0 +1,77 @@
+"""Type-checker test for the generic wrappers: run through mypy --strict by tests/agents/test_agent_typing.py."""
+
+from __future__ import annotations
+
+from typing import assert_type
+
+from langgraph.checkpoint.memory import MemorySaver
+from langgraph.store.memory import InMemoryStore
+from pydantic import BaseModel
+
+from ai_utils import ActionRegistry, Agent, DeepAgent, create_state_backend, define_action, workspace_permissions
+from ai_utils.client import InterruptBatch, InterruptEvent
+from ai_utils.gateway.actions import DirectiveResult
+from ai_utils.testing import FakeChatModel
+
+Interrupt = InterruptEvent | InterruptBatch
+
+
+class Weather(BaseModel):
+    city: str
+    celsius: float
+
+
+model = FakeChatModel(["Sunny."])
+registry = ActionRegistry([define_action(id="ticket.summarize", description="Summarize.", risk="safe")])
+
+# Agent: the answer type follows `output` / `actions`; an interrupt is always possible.
+assert_type(Agent(llm=model), Agent[str])
+assert_type(Agent(llm=model).invoke("hi"), str | Interrupt)
+assert_type(Agent(llm=model, output=Weather), Agent[Weather])
+assert_type(Agent(llm=model, output=Weather).invoke("hi"), Weather | Interrupt)
+assert_type(
+    Agent(llm=model, checkpointer=MemorySaver(), output=Weather).invoke(thread_id="t", decision="approve"),
+    Weather | Interrupt,
+)
+assert_type(Agent(llm=model, actions=registry), Agent[DirectiveResult])
+assert_type(Agent(llm=model, actions=registry).invoke("hi", actor={"user_id": "u1"}), DirectiveResult | Interrupt)
+
+# DeepAgent: the same for `output`; its options take deepagents' own types.
+assert_type(DeepAgent(llm=model), DeepAgent[str])
+assert_type(DeepAgent(llm=model).invoke("hi", thread_id="t"), str | Interrupt)
+assert_type(DeepAgent(llm=model, output=Weather).invoke("hi", thread_id="t"), Weather | Interrupt)
+deep = DeepAgent(
+    llm=model,
+    output=Weather,
+    backend=create_state_backend(),
+    permissions=workspace_permissions("/workspace/"),
+    subagents=[{"name": "researcher", "description": "Finds facts.", "system_prompt": "Be brief."}],
+    skills=["/skills/"],
+    store=InMemoryStore(),
+    checkpointer=False,
+)
+assert_type(deep, DeepAgent[Weather])
+
+
+async def async_twins() -> None:
+    assert_type(await Agent(llm=model).ainvoke("hi"), str | Interrupt)
+    assert_type(await Agent(llm=model, output=Weather).ainvoke("hi"), Weather | Interrupt)
+    assert_type(await Agent(llm=model, actions=registry).ainvoke("hi"), DirectiveResult | Interrupt)
+    assert_type(await DeepAgent(llm=model).ainvoke("hi", thread_id="t"), str | Interrupt)
+    assert_type(await deep.ainvoke("hi", thread_id="t"), Weather | Interrupt)
+
+
+def temperature(agent: Agent[Weather]) -> float:
+    result = agent.invoke("Weather in Berlin?")
+    return result.celsius if isinstance(result, Weather) else float("nan")
+
+
+def any_agent(agent: Agent, deep_agent: DeepAgent) -> None:
+    # A bare annotation takes every agent (the answer type is covariant) and names all it may answer.
+    assert_type(agent.invoke("hi"), str | BaseModel | DirectiveResult | Interrupt)
+    assert_type(deep_agent.invoke("hi"), str | BaseModel | Interrupt)
+
+
+temperature(Agent(llm=model, output=Weather))
+any_agent(Agent(llm=model, output=Weather), DeepAgent(llm=model, output=Weather))
+any_agent(Agent(llm=model, actions=registry), DeepAgent(llm=model))
