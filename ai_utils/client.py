@@ -33,7 +33,7 @@ import json
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any, Literal, NotRequired, TypeAlias, TypeGuard, cast, get_args
 
-from typing_extensions import TypedDict
+from typing_extensions import TypedDict, TypeIs
 
 __all__ = [
     "CustomEvent",
@@ -307,8 +307,11 @@ def _kind(chunk: object) -> object:
     return chunk.get("kind") if isinstance(chunk, dict) else None
 
 
-def is_interrupt(chunk: object) -> TypeGuard[InterruptEvent | InterruptBatch]:
-    """Tell whether ``chunk`` is an interrupt (a single ``InterruptEvent`` or an ``InterruptBatch``)."""
+def is_interrupt(chunk: object) -> TypeIs[InterruptEvent | InterruptBatch]:
+    """Tell whether ``chunk`` is an interrupt (a single ``InterruptEvent`` or an ``InterruptBatch``).
+
+    A `TypeIs`: after ``if is_interrupt(result): ...``, the ``else`` branch knows ``result`` is the answer.
+    """
     return _kind(chunk) == "interrupt"
 
 

@@ -9,7 +9,7 @@ from langgraph.store.memory import InMemoryStore
 from pydantic import BaseModel
 
 from ai_utils import ActionRegistry, Agent, DeepAgent, create_state_backend, define_action, workspace_permissions
-from ai_utils.client import InterruptBatch, InterruptEvent
+from ai_utils.client import InterruptBatch, InterruptEvent, is_interrupt
 from ai_utils.gateway.actions import DirectiveResult
 from ai_utils.testing import FakeChatModel
 
@@ -63,7 +63,11 @@ async def async_twins() -> None:
 
 def temperature(agent: Agent[Weather]) -> float:
     result = agent.invoke("Weather in Berlin?")
-    return result.celsius if isinstance(result, Weather) else float("nan")
+    if is_interrupt(result):  # a TypeIs: both branches are narrowed
+        assert_type(result, Interrupt)
+        return float("nan")
+    assert_type(result, Weather)
+    return result.celsius
 
 
 def any_agent(agent: Agent, deep_agent: DeepAgent) -> None:
