@@ -25,6 +25,14 @@ def _fail(distribution: str, what: str, adapter: str) -> None:
     pytest.fail(f"{distribution} {version(distribution)} moved {what}; update {adapter}", pytrace=False)
 
 
+def _adapter(distribution: str, module: str) -> Any:
+    """Import an adapter; one whose private import broke fails naming the dependency and its version."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        _fail(distribution, f"a name {module} imports ({error})", module.replace(".", "/") + ".py")
+
+
 def _member(distribution: str, owner: Any, name: str, adapter: str) -> Any:
     value = inspect.getattr_static(owner, name, None)
     if value is None:
@@ -48,7 +56,7 @@ LANGGRAPH = "ai_utils/_compat/langgraph.py"
 def test_langgraph_private_names_keep_their_shape() -> None:
     from langgraph.channels.delta import DeltaChannel
 
-    from ai_utils._compat import langgraph as adapter
+    adapter = _adapter("langgraph", "ai_utils._compat.langgraph")
 
     _expect_parameters(
         "langgraph", adapter.RunnableCallable.__init__, ["func", "afunc", "name", "tags", "trace"], LANGGRAPH,
@@ -69,7 +77,7 @@ def test_langgraph_private_names_keep_their_shape() -> None:
 
 
 def test_runnable_callable_runs_sync_and_async_untraced_nodes() -> None:
-    from ai_utils._compat.langgraph import RunnableCallable
+    RunnableCallable = _adapter("langgraph", "ai_utils._compat.langgraph").RunnableCallable
 
     async def double_async(x: int) -> int:
         return 2 * x
@@ -87,7 +95,7 @@ CORE = "ai_utils/_compat/langchain_core.py"
 def test_langchain_core_chat_model_privates_keep_their_shape() -> None:
     from langchain_core.language_models import BaseChatModel
 
-    from ai_utils._compat import langchain_core as adapter
+    adapter = _adapter("langchain-core", "ai_utils._compat.langchain_core")
 
     for name, expected in {
         "_generate": ["messages", "stop", "run_manager"],
@@ -122,7 +130,7 @@ def test_langchain_openai_privates_keep_their_shape() -> None:
     from langchain_openai import ChatOpenAI
     from langchain_openai.chat_models.base import BaseChatOpenAI
 
-    from ai_utils._compat import langchain_openai as adapter
+    adapter = _adapter("langchain-openai", "ai_utils._compat.langchain_openai")
 
     # Called by the adapter, and (the first three) overridden by ChatOpenAICompatible.
     for name, expected in {
@@ -161,7 +169,7 @@ MCP = "ai_utils/_compat/mcp.py"
 def test_mcp_client_session_uses_the_schemas_we_hand_it() -> None:
     from mcp import ClientSession, types
 
-    from ai_utils._compat.mcp import remember_output_schemas
+    remember_output_schemas = _adapter("mcp", "ai_utils._compat.mcp").remember_output_schemas
 
     async def check() -> None:
         send, receive = anyio.create_memory_object_stream[Any](1)
