@@ -13,9 +13,7 @@ from langchain.agents import AgentState as _LangChainAgentState
 from langchain_core.messages import AnyMessage
 from langgraph.channels.delta import DeltaChannel
 
-# LangGraph ships this reducer for exactly this use (`Annotated[list, DeltaChannel(_messages_delta_reducer)]`
-# in its docs); it is underscore-named only because DeltaChannel is still beta.
-from langgraph.graph.message import _messages_delta_reducer
+from ai_utils._compat.langgraph import messages_delta_reducer
 
 __all__ = ["AgentState", "SNAPSHOT_FREQUENCY"]
 
@@ -26,5 +24,5 @@ class AgentState(_LangChainAgentState[Any]):
     """`create_agent`'s state with delta-stored messages."""
 
     messages: Required[
-        Annotated[list[AnyMessage], DeltaChannel(_messages_delta_reducer, snapshot_frequency=SNAPSHOT_FREQUENCY)]
+        Annotated[list[AnyMessage], DeltaChannel(messages_delta_reducer, snapshot_frequency=SNAPSHOT_FREQUENCY)]
     ]

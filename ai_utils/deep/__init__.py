@@ -5,8 +5,9 @@ Importing this package imports nothing optional; `DeepAgent` loads ``deepagents`
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ai_utils._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ai_utils.deep.agent import DeepAgent
@@ -62,11 +63,4 @@ __all__ = [
     "workspace_permissions",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

@@ -11,8 +11,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ai_utils._lazy import lazy_exports
 from ai_utils.gateway.actions import (
     ActionDefinition,
     ActionPolicyContext,
@@ -157,10 +158,4 @@ _LAZY = {
     "supabase_feedback_sql": "ai_utils.gateway.supabase_feedback",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'ai_utils.gateway' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

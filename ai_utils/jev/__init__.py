@@ -6,9 +6,9 @@ See `classify` for the dict form and `ai_utils.jev.questions` for the typed form
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ai_utils._lazy import lazy_exports
 from ai_utils.jev._classify import aclassify, classify
 from ai_utils.jev.client import JevClient
 from ai_utils.jev.errors import JevAPIError, JevConnectionError, JevError, JevResponseError, JevTimeoutError
@@ -105,11 +105,4 @@ __all__ = [
     "score",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

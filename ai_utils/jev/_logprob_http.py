@@ -46,12 +46,20 @@ from langchain_core.callbacks import (
     CallbackManagerForLLMRun,
 )
 from langchain_core.globals import get_llm_cache
-from langchain_core.language_models.chat_models import _gen_info_and_msg_metadata
 from langchain_core.messages import LC_ID_PREFIX, AIMessage, BaseMessage
 from langchain_core.outputs import ChatResult, Generation, LLMResult
 from langchain_core.runnables.config import RunnableConfig, ensure_config, get_executor_for_config
 from pydantic import SecretStr
 
+from ai_utils._compat.langchain_core import (
+    agenerate,
+    generate,
+    invocation_params,
+    ls_params,
+    response_metadata,
+    serialized,
+)
+from ai_utils._compat.langchain_openai import chat_result, request_payload, uses_responses_api
 from ai_utils._loop_resources import on_loop_close
 from ai_utils.jev.client import shared_http_client, ssl_context
 
@@ -147,8 +155,8 @@ def _payloads(
     classes, same options), so when the model sent the first one's messages as plain ``{role, content}`` the
     others reuse its body with their own texts, instead of walking the model's request building per question.
     """
-    first: dict[str, Any] = llm._get_request_payload(inputs[0], **kwargs)
-    if first.get("stream") or _SDK_ONLY_KEYS & first.keys() or llm._use_responses_api(first):
+    first = request_payload(llm, inputs[0], kwargs)
+    if first.get("stream") or _SDK_ONLY_KEYS & first.keys() or uses_responses_api(llm, first):
         return None
     first.update(first.pop("extra_body", None) or {})
     wire = first["messages"]
@@ -163,7 +171,7 @@ def _payloads(
             texts = [{**sent, "content": message.content} for sent, message in zip(wire, messages, strict=True)]
             payloads.append({**first, "messages": texts})
         else:
-            payload = llm._get_request_payload(messages, **kwargs)
+            payload = request_payload(llm, messages, kwargs)
             payload.update(payload.pop("extra_body", None) or {})
             payloads.append(payload)
     if orjson is not None:
@@ -237,14 +245,13 @@ def _listeners(
         return None
     # The model's LangSmith parameters (ls_provider, ls_model_name, ...) join the inherited metadata, as in
     # `BaseChatModel.agenerate`; computed only now that someone listens.
-    manager.add_metadata(dict(llm._get_ls_params_with_defaults(**kwargs)))
-    params = llm._get_invocation_params(stop=None, **kwargs)
-    return _Listeners(manager, llm._serialized, params, config.get("run_name"))
+    manager.add_metadata(ls_params(llm, kwargs))
+    params = invocation_params(llm, kwargs)
+    return _Listeners(manager, serialized(llm), params, config.get("run_name"))
 
 
 def _chat_result(llm: BaseChatOpenAI, content: bytes) -> ChatResult:
-    result: ChatResult = llm._create_chat_result(orjson.loads(content) if orjson is not None else json.loads(content))
-    return result
+    return chat_result(llm, orjson.loads(content) if orjson is not None else json.loads(content))
 
 
 def _reply(result: ChatResult, run_id: Any) -> AIMessage:
@@ -252,7 +259,7 @@ def _reply(result: ChatResult, run_id: Any) -> AIMessage:
     for index, generation in enumerate(result.generations):
         if run_id is not None and generation.message.id is None:
             generation.message.id = f"{LC_ID_PREFIX}-{run_id}-{index}"
-        generation.message.response_metadata = _gen_info_and_msg_metadata(generation)
+        generation.message.response_metadata = response_metadata(generation)
     message = result.generations[0].message
     if len(result.generations) == 1 and result.llm_output is not None:
         message.response_metadata = {**result.llm_output, **message.response_metadata}
@@ -329,7 +336,7 @@ async def _aone(plan: _Plan, messages: list[BaseMessage], body: bytes) -> AIMess
         if content is not None:
             result = _chat_result(plan.llm, content)
         else:  # the model sends it again: its retries, its errors
-            result = await plan.llm._agenerate(messages, run_manager=run, **plan.kwargs)
+            result = await agenerate(plan.llm, messages, run, plan.kwargs)
         reply = _reply(result, None if run is None else run.run_id)
     except BaseException as exc:
         if run is not None:
@@ -362,7 +369,7 @@ def _one(plan: _Plan, messages: list[BaseMessage], body: bytes) -> AIMessage:
         if content is not None:
             result = _chat_result(plan.llm, content)
         else:  # the model sends it again: its retries, its errors
-            result = plan.llm._generate(messages, run_manager=run, **plan.kwargs)
+            result = generate(plan.llm, messages, run, plan.kwargs)
         reply = _reply(result, None if run is None else run.run_id)
     except BaseException as exc:
         if run is not None:

@@ -25,7 +25,6 @@ from typing import Annotated, Any
 
 import anyio.to_thread
 import httpx
-from langgraph._internal._runnable import RunnableCallable
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -33,6 +32,7 @@ from langgraph.runtime import get_runtime
 from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
+from ai_utils._compat.langgraph import RunnableCallable
 from ai_utils._utils import is_async_callable, run_sync
 from ai_utils.exceptions import UserError
 from ai_utils.jev import _tool_caller_core as core

@@ -18,6 +18,7 @@ from langchain_core.decisions import (
 from langchain_core.language_models import BaseChatModel
 from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 
+from ai_utils._compat.langchain_core import llm_type
 from ai_utils.jev import _protocol as proto
 from ai_utils.jev._logprob import aclassify_with_llm, classify_with_llm
 from ai_utils.jev._validation import Provider
@@ -86,7 +87,7 @@ class JevDecisionModel(BaseDecisionModel):
 
     @property
     def _provider(self) -> str:
-        return self.llm._llm_type if self.llm is not None else self.provider
+        return llm_type(self.llm) if self.llm is not None else self.provider
 
     @property
     def _jev(self) -> JevClient:

@@ -19,9 +19,10 @@ and the classes load on first access.
 
 from __future__ import annotations
 
-import importlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ai_utils._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.memory import InMemorySaver as MemorySaver
@@ -102,14 +103,4 @@ def postgres_saver(conn_string: str, *, min_size: int = 1, max_size: int = 4) ->
     return _postgres_saver(conn_string, min_size=min_size, max_size=max_size)
 
 
-def __getattr__(name: str) -> Any:
-    target = _LAZY.get(name)
-    if target is None:
-        raise AttributeError(f"module 'ai_utils.memory' has no attribute {name!r}")
-    value = getattr(importlib.import_module(target[0]), target[1])
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.graph.message import add_messages
 from langgraph.types import Overwrite, StateSnapshot
 
+from ai_utils._compat.langgraph import DeltaSnapshot
 from ai_utils.exceptions import UserError
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ def format_checkpoint_messages_for_llm(messages: Any, *, max_tool_result_chars: 
 
 
 def _as_messages(value: Any, *, where: str) -> list[BaseMessage]:
-    if isinstance(value, _DeltaSnapshot):
+    if isinstance(value, DeltaSnapshot):
         value = value.value
     if value is None:
         return []

@@ -15,9 +15,8 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, copy_checkpoint
 from langgraph.checkpoint.base.id import uuid6
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
-from langgraph.graph.message import _messages_delta_reducer
 
+from ai_utils._compat.langgraph import DeltaSnapshot, messages_delta_reducer
 from ai_utils.memory._tool_units import SUMMARY_ID_PREFIX, count_turn_messages, safe_cut, split_summary
 
 __all__ = ["COMPACTION_KEY", "Plan", "build_compaction", "plan_compaction", "replay_messages", "summary_text"]
@@ -90,7 +89,7 @@ def build_compaction(
     new["ts"] = datetime.now(UTC).isoformat()
     version = next_version(checkpoint["channel_versions"].get(key))
     new["channel_versions"][key] = version
-    new["channel_values"][key] = _DeltaSnapshot(messages) if delta else messages
+    new["channel_values"][key] = DeltaSnapshot(messages) if delta else messages
     new["updated_channels"] = [key]
     new_metadata: dict[str, Any] = {
         **metadata,
@@ -107,7 +106,7 @@ def build_compaction(
 
 def replay_messages(seed: Any, writes: Sequence[tuple[str, str, Any]]) -> list[BaseMessage]:
     """Rebuild a delta channel's messages from a snapshot seed and ancestor writes, as LangGraph does."""
-    reducer: Any = _messages_delta_reducer
+    reducer: Any = messages_delta_reducer
     channel: DeltaChannel[Any] = DeltaChannel(reducer)
     restored = channel.from_checkpoint(seed)
     restored.replay_writes(list(writes))

@@ -32,8 +32,8 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from ai_utils._compat.langgraph import TASKS_CHANNEL, DeltaSnapshot
 from ai_utils.exceptions import UserError
 from ai_utils.memory._messages import achat_summarizer, chat_summarizer
 from ai_utils.memory._summary import COMPACTION_KEY, Plan, build_compaction, plan_compaction, replay_messages
@@ -49,7 +49,6 @@ logger = logging.getLogger("ai_utils.memory")
 _Messages: TypeAlias = list[BaseMessage]
 
 _KEY = "messages"
-_TASKS = "__pregel_tasks"
 _MAX_THREADS = 10_000
 # Optional saver methods: a wrapper over a saver without them must not claim them (conformance detects
 # capabilities by override), so those stay BaseCheckpointSaver's.
@@ -129,7 +128,7 @@ def _finished_turn(checkpoint: Checkpoint, metadata: CheckpointMetadata) -> bool
     if metadata.get("source") != "loop":
         return False
     values = checkpoint["channel_values"]
-    if values.get(_TASKS):
+    if values.get(TASKS_CHANNEL):
         return False
     for name in values:
         if name.startswith("branch:to:"):
@@ -475,7 +474,7 @@ class SmartCheckpointSaver(BaseCheckpointSaver[Any]):
 
     def _messages_of(self, tup: CheckpointTuple) -> _Messages:
         value = tup.checkpoint["channel_values"].get(_KEY)
-        if value is not None and not isinstance(value, _DeltaSnapshot):
+        if value is not None and not isinstance(value, DeltaSnapshot):
             return list(value)
         if value is None and _KEY not in tup.checkpoint["channel_versions"]:
             return []
@@ -486,7 +485,7 @@ class SmartCheckpointSaver(BaseCheckpointSaver[Any]):
 
     async def _amessages_of(self, tup: CheckpointTuple) -> _Messages:
         value = tup.checkpoint["channel_values"].get(_KEY)
-        if value is not None and not isinstance(value, _DeltaSnapshot):
+        if value is not None and not isinstance(value, DeltaSnapshot):
             return list(value)
         if value is None and _KEY not in tup.checkpoint["channel_versions"]:
             return []
@@ -530,14 +529,14 @@ class SmartCheckpointSaver(BaseCheckpointSaver[Any]):
             return None
         tally = memo.tally
         value = checkpoint["channel_values"].get(_KEY)
-        known = value.value if isinstance(value, _DeltaSnapshot) else value
+        known = value.value if isinstance(value, DeltaSnapshot) else value
         if isinstance(known, list) and len(known) != tally.count:  # writes we never saw (durability="exit")
             tally.exact = False
         if tally.exact and tally.tokens <= self.max_tokens and tally.since_summary < self.messages_before_summary:
             if self.debug:
                 logger.info("thread %s: ~%d tokens, %d new messages: under budget", conf["thread_id"], *_counts(tally))
             return None
-        if value is None or isinstance(value, _DeltaSnapshot):
+        if value is None or isinstance(value, DeltaSnapshot):
             return _Due(memo, True, list(value.value) if value is not None else None)
         return _Due(memo, False, list(value))
 

@@ -17,9 +17,9 @@ dependency: the store modules load on first access.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ai_utils._lazy import lazy_exports
 from ai_utils.rag.chain import DEFAULT_RAG_PROMPT, create_rag_chain
 from ai_utils.rag.documents import turn_to_docs
 from ai_utils.rag.embeddings import EmbeddingProvider, get_embeddings
@@ -72,15 +72,4 @@ _LAZY: dict[str, str] = {
     "supabase_documents_sql": "ai_utils.rag.supabase",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

@@ -13,7 +13,9 @@ for line in s.stream(cursor=0): ...               # {"cursor", "chunk"}: replay,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ai_utils._lazy import lazy_exports
 
 __all__ = [
     "Session",
@@ -41,11 +43,4 @@ _LAZY = {
     "postgres_sessions": "ai_utils.sessions._postgres",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ai_utils.sessions' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

@@ -6,8 +6,9 @@ Starlette and ``log_chunk``/``session`` need rich (extra ``server``), loaded on 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ai_utils._lazy import lazy_exports
 
 _LAZY: dict[str, str] = {
     "StreamResponse": "ai_utils.streaming.ndjson",
@@ -36,15 +37,4 @@ __all__ = [
     "session",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ai_utils.streaming' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

@@ -43,6 +43,7 @@ import httpx
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
+from ai_utils._compat.mcp import remember_output_schemas
 from ai_utils._optional import missing_extra
 from ai_utils.tools._mcp_config import MCPConnectionError, MCPServer, describe_mcp_servers, normalize_mcp_servers
 
@@ -317,9 +318,7 @@ async def _tool_definitions(session: ClientSession, key: _ToolCacheKey) -> tuple
         _, definitions, signature = cached
         # The SDK checks tool results against output schemas it learned from `list_tools`, and lists the
         # tools again on the first call of a tool it has not seen; hand it the cached schemas instead.
-        schemas = getattr(session, "_tool_output_schemas", None)
-        if isinstance(schemas, dict):
-            schemas.update({definition.name: definition.outputSchema for definition in definitions})
+        remember_output_schemas(session, ((definition.name, definition.outputSchema) for definition in definitions))
         return definitions, signature
     definitions = []
     cursor: str | None = None
