@@ -69,7 +69,7 @@ def run(pack: str, audit: SqliteAuditSink) -> None:
     print(f"--- guardrails({pack!r})")
     gateway = Gateway(routes=[Route("support", "openrouter", "openai/gpt-5.6-luna")], audit=audit)
     llm = FunctionChatModel(reply)
-    agent = Agent(  # type: ignore[call-overload]  # a Guardrails is one middleware that iterates as a list
+    agent = Agent(
         llm=llm,
         tools=[read_ticket, fetch_url, delete_account],
         checkpointer=MemorySaver(),

@@ -21,7 +21,7 @@ import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from langchain.agents.middleware import (
     AgentMiddleware,
@@ -96,11 +96,11 @@ def _phase_of(message: BaseMessage) -> Phase:
     return "context"
 
 
-class Guardrails(ToolCallPolicies, AgentMiddleware[AgentState[Any], Any, Any]):
+class Guardrails(ToolCallPolicies, AgentMiddleware[AgentState[Any], Any, Any], Sequence["Guardrails"]):
     """The guardrails middleware; build it with `guardrails(...)`.
 
-    It is also a one-item sequence of itself, so ``middleware=guardrails("standard")`` and
-    ``middleware=[guardrails("standard"), other]`` both work.
+    It is also a one-item `Sequence` of itself (for type checkers too), so ``middleware=guardrails("standard")``
+    and ``middleware=[guardrails("standard"), other]`` both work.
     """
 
     def __init__(
@@ -156,7 +156,13 @@ class Guardrails(ToolCallPolicies, AgentMiddleware[AgentState[Any], Any, Any]):
     def __len__(self) -> int:
         return 1
 
-    def __getitem__(self, index: int) -> Guardrails:
+    @overload
+    def __getitem__(self, index: int) -> Guardrails: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Guardrails]: ...
+
+    def __getitem__(self, index: int | slice) -> Guardrails | Sequence[Guardrails]:
         return [self][index]
 
     # --- model calls ---------------------------------------------------------------------------------------
