@@ -1,7 +1,8 @@
 """`LocalHTTPServer`: a stdlib HTTP server on a free 127.0.0.1 port, in a daemon thread, for the fake servers.
 
-Subclasses implement `handle(handler, raw_body) -> (status, body, headers)`; this class owns the
-socket, the thread, keep-alive connections (dropped on `stop`) and single-write responses.
+Subclasses implement `handle(handler, raw_body) -> (status, body, headers)` (or ``None``: hang up without
+a reply); this class owns the socket, the thread, keep-alive connections (dropped on `stop`), single-write
+responses and the ``with`` block. `FakeJevServer` and `FakeOpenAIServer` both build on it.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ import socket
 import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 __all__ = ["LocalHTTPServer"]
 
 
 class LocalHTTPServer:
-    """Lifecycle of a fake server: `start` (idempotent), `stop`, `port`."""
+    """Lifecycle of a fake server: `start` (idempotent), `stop`, `port`, and ``with server: ...``."""
 
     def __init__(self, *, name: str) -> None:
         self._name = name
@@ -26,11 +28,19 @@ class LocalHTTPServer:
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
 
-    def handle(self, handler: BaseHTTPRequestHandler, raw: bytes) -> tuple[int, bytes, dict[str, str]]:
-        """Answer one request: ``(status, body, extra headers)``."""
+    def handle(self, handler: BaseHTTPRequestHandler, raw: bytes) -> tuple[int, bytes, dict[str, str]] | None:
+        """Answer one request: ``(status, body, extra headers)``, or ``None`` to hang up without a reply."""
         raise NotImplementedError
 
-    def start(self) -> None:
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> Self:
         """Start serving on a free port of 127.0.0.1 (idempotent)."""
         if self._httpd is None:
             httpd = _Server(("127.0.0.1", 0), _make_handler(self))
@@ -39,6 +49,7 @@ class LocalHTTPServer:
                 target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, name=self._name, daemon=True
             )
             self._thread.start()
+        return self
 
     def stop(self) -> None:
         """Stop serving and drop open connections."""
@@ -92,10 +103,14 @@ def _make_handler(server: LocalHTTPServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             try:
-                status, data, headers = server.handle(self, raw)
+                outcome = server.handle(self, raw)
             except Exception as exc:  # a broken test rule must show up as a reply, not a hung client
                 message = f"{type(server).__name__} error: {type(exc).__name__}: {exc}"
-                status, data, headers = 500, json.dumps({"error": {"message": message}}).encode(), {}
+                outcome = 500, json.dumps({"error": {"message": message}}).encode(), {}
+            if outcome is None:
+                self.close_connection = True
+                return
+            status, data, headers = outcome
             self._send(status, data, {"Content-Type": "application/json", **headers})
 
         do_POST = _answer

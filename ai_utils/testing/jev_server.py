@@ -28,10 +28,10 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Self
 
+from ai_utils.testing._http import LocalHTTPServer
 from ai_utils.testing._jev_wire import (
     RULE_KEYS,
     RuleError,
@@ -78,7 +78,7 @@ class _Scripted:
     times: int
 
 
-class FakeJevServer:
+class FakeJevServer(LocalHTTPServer):
     """A real HTTP server on 127.0.0.1 (stdlib, in a daemon thread) that fakes Jev.
 
     Args:
@@ -97,7 +97,7 @@ class FakeJevServer:
         self.api_key = api_key
         self.model_version = model_version
         self.typesafe_model_version = typesafe_model_version
-        self._lock = threading.Lock()
+        super().__init__(name="FakeJevServer")
         self._stopping = threading.Event()
         self._rules: dict[str, dict[str, Any]] = {}
         self._answer_fn: JevAnswerFunction | None = None
@@ -107,56 +107,18 @@ class FakeJevServer:
         self._requests: list[RecordedJevRequest] = []
         self._disconnects = 0
         self._counter = 0
-        self._connections: set[socket.socket] = set()
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
 
-    # -- lifecycle -------------------------------------------------------------------------------
+    # -- lifecycle (sockets, thread and ``with`` block: LocalHTTPServer) ---------------------------
 
     def start(self) -> Self:
         """Start serving on a free port of 127.0.0.1 (idempotent)."""
-        if self._httpd is None:
-            self._stopping.clear()
-            httpd = _Server(("127.0.0.1", 0), _make_handler(self))
-            self._httpd = httpd
-            self._thread = threading.Thread(
-                target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="FakeJevServer", daemon=True
-            )
-            self._thread.start()
-        return self
+        self._stopping.clear()
+        return super().start()
 
     def stop(self) -> None:
-        """Stop serving and drop open connections."""
-        httpd, self._httpd = self._httpd, None
-        if httpd is None:
-            return
+        """Stop serving and drop open connections (a delayed reply in flight hangs up at once)."""
         self._stopping.set()
-        httpd.shutdown()
-        httpd.server_close()
-        with self._lock:
-            connections = list(self._connections)
-        for conn in connections:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        """The port the server listens on."""
-        if self._httpd is None:
-            raise RuntimeError("FakeJevServer is not running; call start() or use `with FakeJevServer() as jev:`.")
-        return int(self._httpd.server_address[1])
+        super().stop()
 
     @property
     def url(self) -> str:
@@ -263,7 +225,10 @@ class FakeJevServer:
 
     # -- request handling (runs in server threads) ----------------------------------------------
 
-    def _handle(self, handler: BaseHTTPRequestHandler, raw: bytes) -> tuple[int, bytes, dict[str, str]] | None:
+    def handle(self, handler: BaseHTTPRequestHandler, raw: bytes) -> tuple[int, bytes, dict[str, str]] | None:
+        """Answer one request the way the Jev API would (``None``: hang up, as for a client that left)."""
+        if handler.command != "POST":
+            return error("openrouter", 404, f"No route for {handler.command} {handler.path}")
         headers = {key.lower(): value for key, value in handler.headers.items()}
         try:
             body = json.loads(raw) if raw else None
@@ -371,52 +336,3 @@ class FakeJevServer:
         if kind == "noul":
             return noul_answer(name, rule)
         return score_answer(name, list(question["criteria"]), rule)
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256  # the default 5 drops SYNs under 10+ concurrent connects (1 s retransmit)
-
-
-def _make_handler(server: FakeJevServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True
-
-        def setup(self) -> None:
-            super().setup()
-            with server._lock:
-                server._connections.add(self.connection)
-
-        def finish(self) -> None:
-            with server._lock:
-                server._connections.discard(self.connection)
-            try:
-                super().finish()
-            except OSError:
-                pass
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            outcome = server._handle(self, raw)
-            if outcome is None:
-                self.close_connection = True
-                return
-            status, data, headers = outcome
-            self._send(status, data, headers)
-
-        def do_GET(self) -> None:
-            self._send(*error("openrouter", 404, f"No route for GET {self.path}"))
-
-        def _send(self, status: int, data: bytes, headers: Mapping[str, str]) -> None:
-            lines = [f"HTTP/1.1 {status} {self.responses.get(status, ('Error',))[0]}"]
-            lines += [f"{key}: {value}" for key, value in headers.items()]
-            lines += [f"Content-Length: {len(data)}", "", ""]
-            # One write: a separate body write would meet Nagle + delayed ACK (40 ms) on some stacks.
-            self.wfile.write("\r\n".join(lines).encode("latin-1") + data)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    return Handler

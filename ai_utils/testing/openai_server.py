@@ -32,8 +32,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from ai_utils.exceptions import UserError
 from ai_utils.testing._http import LocalHTTPServer
@@ -111,15 +110,6 @@ class FakeOpenAIServer(LocalHTTPServer):
         self._fn: OpenAIReplyFunction | None = None
         self._requests: list[RecordedRequest] = []
         self._ids = itertools.count(1)
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     @property
     def url(self) -> str:
