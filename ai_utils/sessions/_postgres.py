@@ -9,61 +9,26 @@ a takeover (an ``UPDATE`` of that row) waits for it and a stale worker's write i
 from __future__ import annotations
 
 import contextlib
-import contextvars
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
-
 from ai_utils.exceptions import SessionFencedError
 from ai_utils.memory.postgres import PostgresCheckpointSaver
+from ai_utils.sessions._fence import FENCE, FencedWrites
 from ai_utils.sessions._schema import Cursor
 from ai_utils.sessions._store import SessionStore
 
 __all__ = ["PostgresSessions", "postgres_sessions"]
 
-_FENCE: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("ai_utils_pg_fence", default=None)
 _SETUP_KEY = 0x61695F73657373  # "ai_sess"
 
 
-class _FencedPostgresSaver(PostgresCheckpointSaver):
+class _FencedPostgresSaver(FencedWrites, PostgresCheckpointSaver):
     """`PostgresCheckpointSaver` whose writes for a leased session check the lease in the same transaction."""
-
-    leases: dict[str, int]
-
-    def _fence(self, config: RunnableConfig) -> tuple[str, int] | None:
-        thread = (config.get("configurable") or {}).get("thread_id")
-        token = self.leases.get(thread) if isinstance(thread, str) else None
-        return None if token is None else (thread, token)  # type: ignore[return-value]
-
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Store a checkpoint (fenced while this worker leases the thread's session)."""
-        reset = _FENCE.set(self._fence(config))
-        try:
-            return super().put(config, checkpoint, metadata, new_versions)
-        finally:
-            _FENCE.reset(reset)
-
-    def put_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
-    ) -> None:
-        """Store a task's writes (fenced while this worker leases the thread's session)."""
-        reset = _FENCE.set(self._fence(config))
-        try:
-            super().put_writes(config, writes, task_id, task_path)
-        finally:
-            _FENCE.reset(reset)
 
     @contextlib.contextmanager
     def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
-        fence = _FENCE.get()
+        fence = FENCE.get()
         if fence is None:
             with super()._cursor(pipeline=pipeline) as cur:
                 yield cur

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -21,24 +20,15 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMet
 
 from ai_utils.exceptions import SessionFencedError, UserError
 from ai_utils.memory.sqlite import SqliteCheckpointSaver
+from ai_utils.sessions._fence import FENCE, FencedWrites
 from ai_utils.sessions._schema import Cursor
 from ai_utils.sessions._store import SessionStore
 
 __all__ = ["memory_sessions", "sqlite_sessions"]
 
-# (session_id, token) of the checkpoint write in progress on this thread.
-_FENCE: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("ai_utils_sqlite_fence", default=None)
 
-
-class _FencedSqliteSaver(SqliteCheckpointSaver):
+class _FencedSqliteSaver(FencedWrites, SqliteCheckpointSaver):
     """`SqliteCheckpointSaver` whose writes for a leased session check the lease in the same transaction."""
-
-    leases: dict[str, int]
-
-    def _fence(self, config: RunnableConfig) -> tuple[str, int] | None:
-        thread = (config.get("configurable") or {}).get("thread_id")
-        token = self.leases.get(thread) if isinstance(thread, str) else None
-        return None if token is None else (thread, token)  # type: ignore[return-value]
 
     # On the store's own worker loop the sync methods run inline: SQLite answers in microseconds, and a thread
     # hop per checkpoint would cost more than the write (other loops still go through worker threads).
@@ -81,34 +71,10 @@ class _FencedSqliteSaver(SqliteCheckpointSaver):
             return self.get_delta_channel_history(config=config, channels=channels)
         return await super().aget_delta_channel_history(config=config, channels=channels)
 
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Store a checkpoint (fenced while this worker leases the thread's session)."""
-        reset = _FENCE.set(self._fence(config))
-        try:
-            return super().put(config, checkpoint, metadata, new_versions)
-        finally:
-            _FENCE.reset(reset)
-
-    def put_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
-    ) -> None:
-        """Store a task's writes (fenced while this worker leases the thread's session)."""
-        reset = _FENCE.set(self._fence(config))
-        try:
-            super().put_writes(config, writes, task_id, task_path)
-        finally:
-            _FENCE.reset(reset)
-
     @contextlib.contextmanager
     def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
         """SqliteSaver's cursor; inside a fenced write it opens the transaction with the lease check."""
-        fence = _FENCE.get()
+        fence = FENCE.get()
         if fence is None or not transaction:
             with super().cursor(transaction) as cur:
                 yield cur
