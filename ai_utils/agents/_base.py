@@ -17,7 +17,6 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Durability, StateSnapshot
-from langgraph.types import Interrupt as GraphInterrupt
 from pydantic import BaseModel
 
 from ai_utils._utils import iterate_sync, run_sync
@@ -46,13 +45,6 @@ from ai_utils.tools._mcp_config import MCPServer
 __all__ = ["Graph", "GraphRunner"]
 
 Graph = CompiledStateGraph[Any, Any, Any, Any]
-
-
-def _unique(interrupts: Sequence[GraphInterrupt]) -> list[GraphInterrupt]:
-    seen: dict[str, GraphInterrupt] = {}
-    for item in interrupts:
-        seen.setdefault(item.id, item)
-    return list(seen.values())
 
 
 def _held(lock: RunLock, chunks: Iterator[StreamChunk]) -> Iterator[StreamChunk]:
@@ -189,12 +181,12 @@ class GraphRunner:
             UserError: when the agent has no checkpointer to read from.
         """
         state = self.graph.get_state(self._pending_config(thread_id))
-        return interrupt_chunk(_unique(state.interrupts))
+        return interrupt_chunk(state.interrupts)
 
     async def apending(self, thread_id: str) -> Interrupt | None:
         """Async twin of `pending` (needed for async-only savers)."""
         state = await self.graph.aget_state(self._pending_config(thread_id))
-        return interrupt_chunk(_unique(state.interrupts))
+        return interrupt_chunk(state.interrupts)
 
     # --- state (LangGraph's names) ---------------------------------------------------------------------
 

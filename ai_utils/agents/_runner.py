@@ -13,7 +13,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Durability, GraphOutput, StateSnapshot
-from langgraph.types import Interrupt as GraphInterrupt
 from pydantic import BaseModel
 
 from ai_utils.client import Decision, InterruptBatch, InterruptEvent, StreamChunk
@@ -150,17 +149,10 @@ async def aresume_input(
     return _continue_or_resume(await graph.aget_state(config), config, decision, decisions)
 
 
-def _unique(interrupts: Sequence[GraphInterrupt]) -> list[GraphInterrupt]:
-    seen: dict[str, GraphInterrupt] = {}
-    for item in interrupts:
-        seen.setdefault(item.id, item)
-    return list(seen.values())
-
-
 def final_result(output: GraphOutput[Any], *, structured: bool) -> RunResult:
     """What ``invoke`` returns: the interrupt chunk if the run paused, else the structured output or text."""
     if output.interrupts:
-        chunk = interrupt_chunk(_unique(output.interrupts))
+        chunk = interrupt_chunk(output.interrupts)
         if chunk is not None:
             return chunk
     values = output.value
