@@ -19,7 +19,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.types import Durability
 
 from ai_utils import Agent
-from ai_utils.agents._state import AgentState
+from ai_utils._run.state import AgentState
 
 THREAD = "bench"
 GUARD_MS = 40.0

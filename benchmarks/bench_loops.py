@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from ai_utils import LoopRunner, agent_step, ctx, define_loop, otherwise, permission, tool_step, when
-from ai_utils.agents._state import AgentState
+from ai_utils._run.state import AgentState
 from ai_utils.testing import FakeChatModel
 
 

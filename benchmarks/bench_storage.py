@@ -19,7 +19,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ai_utils import Agent
-from ai_utils.agents._state import AgentState
+from ai_utils._run.state import AgentState
 
 QUESTION = "q" * 1000
 ANSWER = "a" * 1000

@@ -13,19 +13,19 @@ from langgraph.types import Durability
 from pydantic import BaseModel
 from typing_extensions import TypeVar
 
-from ai_utils.agents._args import check_prompt, reject_unknown, resolve_llm, tool_list
-from ai_utils.agents._base import Graph, GraphRunner
-from ai_utils.agents._guards import guards
-from ai_utils.agents._hitl import hitl_middleware
-from ai_utils.agents._hooks import AfterToolCall, BeforeToolCall, OnProviderError, ShouldBreakEarly, ToolLoopHooks
-from ai_utils.agents._repair import ThreadRepair
-from ai_utils.agents._runner import (
+from ai_utils._run.args import check_prompt, reject_unknown, resolve_llm, tool_list
+from ai_utils._run.calls import (
     Decisions,
     Interrupt,
     ModelT,
     RunResult,
 )
-from ai_utils.agents._state import AgentState
+from ai_utils._run.guards import guards
+from ai_utils._run.hitl import hitl_middleware
+from ai_utils._run.repair import ThreadRepair
+from ai_utils._run.runner import Graph, GraphRunner
+from ai_utils._run.state import AgentState
+from ai_utils.agents._hooks import AfterToolCall, BeforeToolCall, OnProviderError, ShouldBreakEarly, ToolLoopHooks
 from ai_utils.client import Decision
 from ai_utils.exceptions import UserError
 from ai_utils.tools._mcp_config import MCPServer, describe_mcp_servers, normalize_mcp_servers

@@ -13,12 +13,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel
 from typing_extensions import TypeVar
 
-from ai_utils.agents._args import check_prompt, reject_unknown, resolve_llm, tool_list
-from ai_utils.agents._base import Graph, GraphRunner
-from ai_utils.agents._guards import guard_tool, guards
-from ai_utils.agents._hitl import to_interrupt_on
-from ai_utils.agents._repair import REPAIR_NAME, ThreadRepair
-from ai_utils.agents._runner import Decisions, Interrupt, ModelT
+from ai_utils._run.args import check_prompt, reject_unknown, resolve_llm, tool_list
+from ai_utils._run.calls import Decisions, Interrupt, ModelT
+from ai_utils._run.guards import guard_tool, guards
+from ai_utils._run.hitl import to_interrupt_on
+from ai_utils._run.repair import REPAIR_NAME, ThreadRepair
+from ai_utils._run.runner import Graph, GraphRunner
 from ai_utils.client import Decision
 from ai_utils.deep._deepagents import create_deep_agent, supports_execution
 from ai_utils.exceptions import UserError
@@ -51,7 +51,7 @@ def _checkpointer(checkpointer: Any) -> Any:
 
 
 def _chat_model(llm: Any) -> Any:
-    """A chat model object (see `ai_utils.agents._args.resolve_llm`)."""
+    """A chat model object (see `ai_utils._run.args.resolve_llm`)."""
     return resolve_llm(llm, owner="DeepAgent")
 
 

@@ -40,8 +40,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel
 
+from ai_utils._run.calls import run_config
 from ai_utils._utils import run_sync
-from ai_utils.agents._runner import run_config
 from ai_utils.exceptions import UserError
 from ai_utils.jev import _tool_caller_core as core
 from ai_utils.jev import _tool_caller_run as run_helpers

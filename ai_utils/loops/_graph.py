@@ -28,9 +28,9 @@ from langgraph.types import Checkpointer, Command, GraphOutput
 from pydantic import BaseModel, ValidationError
 from typing_extensions import TypedDict
 
+from ai_utils._run.repair import ThreadRepair
+from ai_utils._run.state import AgentState
 from ai_utils._structured import InvalidReply, parse_json_reply
-from ai_utils.agents._repair import ThreadRepair
-from ai_utils.agents._state import AgentState
 from ai_utils.exceptions import LoopError, LoopPermissionDeniedError
 from ai_utils.loops._context import jsonable, resolve, write_path
 from ai_utils.loops._events import Events

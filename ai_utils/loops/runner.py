@@ -19,7 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.types import GraphOutput, StateSnapshot
 
-from ai_utils.agents._runner import Interrupt, run_config
+from ai_utils._run.calls import Interrupt, run_config
 from ai_utils.client import Decision, StreamChunk
 from ai_utils.exceptions import LoopDefinitionError, LoopError, LoopPermissionDeniedError, UserError
 from ai_utils.loops._context import LoopResult, jsonable, project

@@ -26,7 +26,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from ai_utils.agents._repair import ThreadRepair, repair_messages
+from ai_utils._run.repair import ThreadRepair, repair_messages
 from ai_utils.streaming._adapter import STEER_KEY
 from ai_utils.tools.durable import EXECUTION_ID, declared_idempotent
 

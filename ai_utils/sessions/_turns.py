@@ -19,7 +19,7 @@ from langchain_core.outputs import LLMResult
 from langgraph.errors import GraphRecursionError
 from pydantic import BaseModel
 
-from ai_utils.agents._repair import unanswered_calls
+from ai_utils._run.repair import unanswered_calls
 from ai_utils.client import is_interrupt, is_tool_event
 from ai_utils.exceptions import SessionFencedError
 from ai_utils.sessions._middleware import CONTEXT_KEY, TurnContext

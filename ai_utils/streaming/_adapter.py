@@ -35,7 +35,7 @@ from ai_utils.streaming._interrupts import interrupt_chunk
 __all__ = ["REPAIR_KEY", "STEER_KEY", "ChunkAdapter", "aadapt", "adapt", "mode_part", "stream_kwargs"]
 
 REPAIR_KEY = "ai_utils_repair"
-"""``ToolMessage.response_metadata`` key of a result written by the thread-repair step (`ai_utils.agents._repair`)."""
+"""``ToolMessage.response_metadata`` key of a result written by the thread-repair step (`ai_utils._run.repair`)."""
 
 STEER_KEY = "ai_utils_steer"
 """``HumanMessage.response_metadata`` key (the steer's message id) of a steer that joined a durable turn."""

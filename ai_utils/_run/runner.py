@@ -19,11 +19,8 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Durability, StateSnapshot
 from pydantic import BaseModel
 
-from ai_utils._utils import iterate_sync, run_sync
-from ai_utils.agents._args import config_thread_id, merge_run_config, warn_unstored_thread
-from ai_utils.agents._context import check_context
-from ai_utils.agents._locks import RunLock, thread_lock
-from ai_utils.agents._runner import (
+from ai_utils._run.args import config_thread_id, merge_run_config, warn_unstored_thread
+from ai_utils._run.calls import (
     Decisions,
     Interrupt,
     RunResult,
@@ -36,6 +33,9 @@ from ai_utils.agents._runner import (
     start_input,
     stream_run,
 )
+from ai_utils._run.context import check_context
+from ai_utils._run.locks import RunLock, thread_lock
+from ai_utils._utils import iterate_sync, run_sync
 from ai_utils.client import Decision, StreamChunk
 from ai_utils.exceptions import UserError
 from ai_utils.streaming._adapter import ChunkAdapter
@@ -59,7 +59,7 @@ def _held(lock: RunLock, chunks: Iterator[StreamChunk]) -> Iterator[StreamChunk]
 
 
 class GraphRunner:
-    """Base of the graph wrappers: the sync/async run shells around `ai_utils.agents._runner`."""
+    """Base of the graph wrappers: the sync/async run shells around `ai_utils._run.calls`."""
 
     _owner = "Agent"
     checkpointer: Any

@@ -1,4 +1,4 @@
-"""THE runner shared by the graph wrappers (Agent, DeepAgent): call checks, config, input or resume, result.
+"""Call checks, run config, input or resume, result mapping: the plain-sync half of the one run path.
 
 Everything here is plain sync code; each wrapper's ``invoke``/``ainvoke``/``stream``/``astream`` is a thin
 shell that calls the graph's own method of the same name between these helpers.
