@@ -124,7 +124,7 @@ _LAZY: dict[str, str] = {
     "create_feedback_route": "ai_utils.gateway",
     "create_filesystem_backend": "ai_utils.deep",
     "create_local_shell_backend": "ai_utils.deep",
-    "create_rag_chain": "ai_utils.rag",
+    "create_rag_chain": "ai_utils.chains",
     "create_rag_tool": "ai_utils.rag",
     "create_ram_vector_store": "ai_utils.rag",
     "create_sandbox_backend": "ai_utils.deep",
@@ -186,7 +186,7 @@ _LAZY: dict[str, str] = {
 
 if TYPE_CHECKING:
     from ai_utils.agents import Agent
-    from ai_utils.chains import Chain
+    from ai_utils.chains import Chain, create_rag_chain
     from ai_utils.deep import (
         DeepAgent,
         allow_read,
@@ -309,7 +309,6 @@ if TYPE_CHECKING:
         SupabaseVectorStore,
         SupabaseVectorStoreError,
         create_faiss_store,
-        create_rag_chain,
         create_rag_tool,
         create_ram_vector_store,
         create_supabase_vector_store,

@@ -4,7 +4,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_core.messages import SystemMessage
 
 from ai_utils.chains.chain import Chain
-from ai_utils.rag.chain import DEFAULT_RAG_PROMPT, create_rag_chain
+from ai_utils.chains.rag import DEFAULT_RAG_PROMPT, create_rag_chain
 from ai_utils.rag.faiss import create_faiss_store
 from ai_utils.rag.memory_store import create_ram_vector_store
 from ai_utils.testing import FakeChatModel

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ai_utils.chains.chain import Chain
+
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langchain_core.vectorstores import VectorStore
-
-    from ai_utils.chains.chain import Chain
 
 __all__ = ["DEFAULT_RAG_PROMPT", "create_rag_chain"]
 
@@ -41,6 +41,4 @@ def create_rag_chain(
     Raises:
         UserError: ``k`` is not an int >= 1.
     """
-    from ai_utils.chains.chain import Chain  # ai_utils.chains imports this package's `turn_to_docs`
-
     return Chain(llm=llm, prompt=DEFAULT_RAG_PROMPT if prompt is None else prompt, vector_store=vector_store, k=k)
