@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.vectorstores import VectorStore
 
 from ai_utils.exceptions import UserError
 from ai_utils.rag._numpy import np, npt
-from ai_utils.rag._progress import embed_texts
-from ai_utils.rag.documents import assign_ids
+from ai_utils.rag._store import EmbeddedTexts, EmbeddingVectorStore
+from ai_utils.rag.documents import assign_ids, non_empty_docs
+from ai_utils.rag.embeddings import resolve_embeddings
 
 __all__ = ["ArrayVectorStore", "Filter", "Matrix", "matches_filter", "normalise", "to_matrix"]
 
@@ -83,14 +83,12 @@ def normalise(matrix: Matrix) -> Matrix:
     return np.ascontiguousarray(matrix / norms, dtype=np.float32)
 
 
-class ArrayVectorStore(VectorStore):
+class ArrayVectorStore(EmbeddingVectorStore):
     """A `VectorStore` over an in-process matrix of unit vectors (cosine similarity), with ids and metadata.
 
     Subclasses implement `_append`, `_remove_rows`, `_search` and `_reset`. Thread-safe for concurrent
     calls; async methods run the sync ones in LangChain's executor.
     """
-
-    _kind: ClassVar[str] = "vector store"
 
     def __init__(self, embedding: Embeddings) -> None:
         self._embedding = embedding
@@ -99,8 +97,13 @@ class ArrayVectorStore(VectorStore):
         self._rows: dict[str, int] = {}
         self._dim: int | None = None
         self._lock = threading.RLock()
+        self._reset()
 
     # --- backend hooks ---------------------------------------------------------------------------------
+    def _reset(self) -> None:
+        """Set up the backend's empty matrix (called by ``__init__``)."""
+        raise NotImplementedError
+
     def _append(self, vectors: Matrix) -> None:
         raise NotImplementedError
 
@@ -112,11 +115,6 @@ class ArrayVectorStore(VectorStore):
 
     # --- public ----------------------------------------------------------------------------------------
     @property
-    def embeddings(self) -> Embeddings:
-        """The embedding model this store embeds texts and queries with."""
-        return self._embedding
-
-    @property
     def dimension(self) -> int | None:
         """The vector size, or None while the store is empty and was never written to."""
         return self._dim
@@ -127,34 +125,8 @@ class ArrayVectorStore(VectorStore):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(documents={len(self._ids)}, dimension={self._dim})"
 
-    def add_texts(
-        self,
-        texts: Iterable[str],
-        metadatas: list[dict[str, Any]] | None = None,
-        *,
-        ids: list[str] | None = None,
-        **kwargs: Any,
-    ) -> list[str]:
-        """Embed and add texts; an id that is already stored is replaced (upsert), so re-adding is idempotent.
-
-        Args:
-            texts: the texts.
-            metadatas: one metadata dict per text.
-            ids: one id per text (None entries get a new uuid4).
-            **kwargs: ``progress=True/False`` shows or hides a progress bar (default: for large ingests on a
-                terminal or in Jupyter); anything else is ignored.
-
-        Returns:
-            The ids, in order.
-
-        Raises:
-            UserError: lengths differ, or the vectors do not match the store's dimension (nothing is written).
-        """
-        texts = list(texts)
-        if not texts:
-            return []
-        vectors = embed_texts(self._embedding, texts, progress=kwargs.get("progress"))
-        return self.add_vectors(texts, vectors, metadatas=metadatas, ids=ids)
+    def _write_vectors(self, batch: EmbeddedTexts) -> list[str]:
+        return self.add_vectors(batch.texts, batch.vectors, metadatas=batch.metadatas, ids=batch.ids)
 
     def add_vectors(
         self,
@@ -164,7 +136,7 @@ class ArrayVectorStore(VectorStore):
         metadatas: Sequence[Mapping[str, Any]] | None = None,
         ids: Sequence[str | None] | None = None,
     ) -> list[str]:
-        """Add already-embedded texts (see `add_texts`)."""
+        """Add already-embedded texts (see `add_texts`); an id that is already stored is replaced."""
         count = len(texts)
         new_ids = assign_ids(count, ids, metadatas)
         docs = [
@@ -275,9 +247,6 @@ class ArrayVectorStore(VectorStore):
                 if row >= 0
             ]
 
-    def _select_relevance_score_fn(self) -> Callable[[float], float]:
-        return lambda score: (score + 1.0) / 2.0
-
     @classmethod
     def from_texts(
         cls: type[StoreT],
@@ -291,4 +260,24 @@ class ArrayVectorStore(VectorStore):
         """Build a store from texts (LangChain's constructor protocol)."""
         store = cls(embedding)
         store.add_texts(texts, metadatas, ids=list(ids) if ids is not None else None, **kwargs)
+        return store
+
+    @classmethod
+    def from_data(
+        cls: type[StoreT], data: Any, *, embeddings: Embeddings | None, progress: bool | None, caller: str
+    ) -> StoreT:
+        """A new store holding ``data`` (what `create_ram_vector_store` and `create_faiss_store` do).
+
+        Args:
+            data: strings, `Document`s or ``{page_content, metadata}`` mappings (see `turn_to_docs`); ids are kept.
+            embeddings: the embedding model; default: the offline local model (`get_embeddings("local")`).
+            progress: show a progress bar while embedding (default: for large ingests on a terminal or in Jupyter).
+            caller: the public function, named in the error for empty data.
+
+        Raises:
+            UserError: ``data`` is empty or holds an unsupported item.
+        """
+        docs = non_empty_docs(data, caller=caller)
+        store = cls(resolve_embeddings(embeddings))
+        store.add_documents(docs, progress=progress)
         return store

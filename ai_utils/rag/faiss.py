@@ -25,7 +25,6 @@ from ai_utils._optional import missing_extra
 from ai_utils.exceptions import UserError
 from ai_utils.rag._array_store import ArrayVectorStore, Matrix
 from ai_utils.rag._numpy import np, npt
-from ai_utils.rag.documents import non_empty_docs
 from ai_utils.rag.embeddings import resolve_embeddings
 
 try:
@@ -55,10 +54,7 @@ class FaissVectorStore(ArrayVectorStore):
         embedding: the embedding model for texts and queries.
     """
 
-    _kind = "FAISS store"
-
-    def __init__(self, embedding: Embeddings) -> None:
-        super().__init__(embedding)
+    def _reset(self) -> None:
         self._index: Any = None
 
     @property
@@ -146,18 +142,10 @@ class FaissVectorStore(ArrayVectorStore):
 def create_faiss_store(
     data: Any, *, embeddings: Embeddings | None = None, progress: bool | None = None
 ) -> FaissVectorStore:
-    """Build a FAISS vector store from documents.
+    """Build a FAISS vector store from documents (the `FaissVectorStore` docstring shows it with save and load).
 
-    Example:
-        ```python
-        store = create_faiss_store(["Dokument A", "Dokument B"])
-        chain = Chain(prompt="Beantworte Fragen nur mit Kontext.", vector_store=store)
-        ```
-
-    Args:
-        data: strings, `Document`s or ``{page_content, metadata}`` mappings (see `turn_to_docs`); ids are kept.
-        embeddings: the embedding model; default: the offline local model (`get_embeddings("local")`).
-        progress: show a progress bar while embedding (default: for large ingests on a terminal or in Jupyter).
+    ``data``, ``embeddings`` and ``progress`` are as for `create_ram_vector_store` (strings, `Document`s or
+    ``{page_content, metadata}`` mappings; the offline local model by default); ids are kept.
 
     Returns:
         The store (save it with ``store.save_local(path)``).
@@ -165,10 +153,7 @@ def create_faiss_store(
     Raises:
         UserError: ``data`` is empty or holds an unsupported item.
     """
-    docs = non_empty_docs(data, caller="create_faiss_store")
-    store = FaissVectorStore(resolve_embeddings(embeddings))
-    store.add_documents(docs, progress=progress)
-    return store
+    return FaissVectorStore.from_data(data, embeddings=embeddings, progress=progress, caller="create_faiss_store")
 
 
 def load_faiss_store(path: str | Path, *, embeddings: Embeddings | None = None) -> FaissVectorStore:

@@ -14,8 +14,6 @@ from langchain_core.embeddings import Embeddings
 
 from ai_utils.rag._array_store import ArrayVectorStore, Matrix
 from ai_utils.rag._numpy import np, npt
-from ai_utils.rag.documents import non_empty_docs
-from ai_utils.rag.embeddings import resolve_embeddings
 
 __all__ = ["MemoryVectorStore", "create_ram_vector_store", "top_k"]
 
@@ -42,10 +40,7 @@ class MemoryVectorStore(ArrayVectorStore):
         embedding: the embedding model for texts and queries.
     """
 
-    _kind = "in-memory vector store"
-
-    def __init__(self, embedding: Embeddings) -> None:
-        super().__init__(embedding)
+    def _reset(self) -> None:
         self._buffer: Matrix = np.zeros((0, 0), dtype=np.float32)
 
     @property
@@ -102,7 +97,4 @@ def create_ram_vector_store(
     Raises:
         UserError: ``data`` is empty or holds an unsupported item.
     """
-    docs = non_empty_docs(data, caller="create_ram_vector_store")
-    store = MemoryVectorStore(resolve_embeddings(embeddings))
-    store.add_documents(docs, progress=progress)
-    return store
+    return MemoryVectorStore.from_data(data, embeddings=embeddings, progress=progress, caller="create_ram_vector_store")

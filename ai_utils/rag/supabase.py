@@ -13,19 +13,18 @@ be repeated. Async methods run the sync ones in LangChain's executor (supabase-p
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterable, Mapping, Sequence
-from importlib import resources
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.vectorstores import VectorStore
 
 from ai_utils._optional import missing_extra
 from ai_utils.exceptions import AiUtilsError, UserError
-from ai_utils.rag._progress import embed_texts
-from ai_utils.rag.documents import assign_ids, non_empty_docs
+from ai_utils.rag._store import EmbeddedTexts, EmbeddingVectorStore
+from ai_utils.rag._supabase_errors import SupabaseVectorStoreError, store_error
+from ai_utils.rag._supabase_sql import check_identifier, supabase_documents_sql
+from ai_utils.rag.documents import non_empty_docs
 from ai_utils.rag.embeddings import resolve_embeddings
 
 try:
@@ -44,73 +43,7 @@ __all__ = [
     "supabase_documents_sql",
 ]
 
-_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,50}$")
 _IDS_PER_QUERY = 100  # keeps `in.(...)` query strings well below URL length limits
-_SQL_NAMES = re.compile(r"public\.match_documents|public\.documents\b|documents_(embedding|metadata)_idx|vector\(384\)")
-_MAX_HNSW_DIMENSION = 2000
-
-
-class SupabaseVectorStoreError(AiUtilsError):
-    """Supabase (PostgREST) refused a vector store read or write for a reason other than a caller mistake.
-
-    Attributes:
-        code: the PostgREST / Postgres error code, e.g. ``"42501"`` (permission denied).
-        written_ids: ids already upserted before a multi-batch write failed (empty if nothing was written).
-    """
-
-    def __init__(self, message: str, *, code: str | None, written_ids: Sequence[str] = ()) -> None:
-        super().__init__(message)
-        self.code = code
-        self.written_ids = list(written_ids)
-
-
-def _check_identifier(value: Any, argument: str, example: str) -> str:
-    if not isinstance(value, str) or not _IDENTIFIER.match(value):
-        raise UserError(
-            f"{argument} must be a lowercase SQL identifier (letters, digits, _; at most 51 chars), got {value!r}. "
-            f"Pass e.g. {argument}={example!r}."
-        )
-    return value
-
-
-def supabase_documents_sql(
-    table_name: str = "documents", *, rpc_function: str = "match_documents", dimension: int = 384
-) -> str:
-    """Return the SQL creating a documents table, its indexes and its match function.
-
-    Run it once in the Supabase SQL editor or with psql. ``dimension`` must be the embedding model's
-    vector size: 384 for ``get_embeddings("local")``, 1536 for ``text-embedding-3-small``.
-
-    Args:
-        table_name: the table (in schema ``public``).
-        rpc_function: the match function's name.
-        dimension: the vector size, 1..2000 (pgvector's HNSW limit).
-
-    Returns:
-        The SQL text (idempotent: ``create ... if not exists`` / ``create or replace``).
-
-    Raises:
-        UserError: a bad identifier or dimension.
-    """
-    table = _check_identifier(table_name, "table_name", "documents")
-    rpc = _check_identifier(rpc_function, "rpc_function", "match_documents")
-    if isinstance(dimension, bool) or not isinstance(dimension, int) or not 1 <= dimension <= _MAX_HNSW_DIMENSION:
-        raise UserError(
-            f"dimension must be an int from 1 to {_MAX_HNSW_DIMENSION} (pgvector's HNSW limit), got {dimension!r}. "
-            "Pass your embedding model's vector size, e.g. dimension=384 (or OpenAIEmbeddings(dimensions=...))."
-        )
-    template = resources.files("ai_utils.rag").joinpath("supabase_documents.sql").read_text(encoding="utf-8")
-    names = {
-        "public.match_documents": f"public.{rpc}",
-        "public.documents": f"public.{table}",
-        "vector(384)": f"vector({dimension})",
-    }
-
-    def rename(match: re.Match[str]) -> str:
-        text = match.group(0)
-        return names.get(text) or f"{table}_{match.group(1)}_idx"
-
-    return _SQL_NAMES.sub(rename, template)
 
 
 def _client_from_env() -> Client:
@@ -134,7 +67,7 @@ def _close_env_client(client: Client) -> None:
         http.close()
 
 
-class SupabaseVectorStore(VectorStore):
+class SupabaseVectorStore(EmbeddingVectorStore):
     """A LangChain `VectorStore` over a Supabase table and its match RPC (see `supabase_documents_sql`).
 
     Example:
@@ -166,92 +99,31 @@ class SupabaseVectorStore(VectorStore):
             raise UserError(f"upsert_batch_size must be an int >= 1, got {upsert_batch_size!r}. Pass e.g. 500.")
         self.client = client
         self._embedding = embedding
-        self.table_name = _check_identifier(table_name, "table_name", "documents")
-        self.rpc_function = _check_identifier(rpc_function, "rpc_function", "match_documents")
+        self.table_name = check_identifier(table_name, "table_name", "documents")
+        self.rpc_function = check_identifier(rpc_function, "rpc_function", "match_documents")
         self.filter = _check_filter(filter)
         self.upsert_batch_size = upsert_batch_size
 
     def __repr__(self) -> str:
         return f"SupabaseVectorStore(table_name={self.table_name!r}, rpc_function={self.rpc_function!r})"
 
-    @property
-    def embeddings(self) -> Embeddings:
-        """The embedding model this store embeds texts and queries with."""
-        return self._embedding
-
-    # --- errors ----------------------------------------------------------------------------------------
     def _error(self, error: APIError, action: str, written: Sequence[str] = ()) -> AiUtilsError:
-        code, message = error.code, error.message or str(error)
-        done = (
-            f" {len(written)} documents were written before the failure (ids {written[:5]!r}...); the write is an "
-            "upsert, so repeating it with the same ids is safe."
-            if written
-            else " Nothing was written."
-            if action.startswith("writ")
-            else ""
-        )
-        if code == "PGRST202" or (code == "42883" and self.rpc_function in message):
-            return UserError(
-                f"Supabase has no function {self.rpc_function!r} matching (query_embedding, match_count, filter) "
-                f"({message}). Create it with supabase_documents_sql(table_name={self.table_name!r}, "
-                f"rpc_function={self.rpc_function!r}, dimension=<your vector size>)."
-            )
-        if code in {"42P01", "PGRST205"} or (code is None and not error.message):
-            # An upsert into an unknown table gets a bare 404 `{}` from PostgREST.
-            return UserError(
-                f"Supabase has no table {self.table_name!r} ({message}).{done} Create it with "
-                f"supabase_documents_sql(table_name={self.table_name!r}, dimension=<your vector size>)."
-            )
-        if code == "22000" and "dimension" in message:
-            return UserError(
-                f"The embedding vectors do not fit table {self.table_name!r}: {message}.{done} Use the embedding "
-                "model the table was created for, or create the table with the matching `dimension`."
-            )
-        return SupabaseVectorStoreError(
-            f"Supabase refused {action} on {self.table_name!r}: [{code}] {message}.{done}",
-            code=code,
-            written_ids=written,
-        )
+        return store_error(error, action, table_name=self.table_name, rpc_function=self.rpc_function, written=written)
 
     # --- writes ----------------------------------------------------------------------------------------
-    def add_texts(
-        self,
-        texts: Iterable[str],
-        metadatas: list[dict[str, Any]] | None = None,
-        *,
-        ids: list[str] | None = None,
-        **kwargs: Any,
-    ) -> list[str]:
-        """Embed and upsert texts in batches of ``upsert_batch_size``; an existing id is overwritten.
-
-        Args:
-            texts: the texts.
-            metadatas: one metadata dict per text.
-            ids: one id per text.
-            **kwargs: ``progress=True/False`` shows or hides a progress bar; anything else is ignored.
-
-        Returns:
-            The ids, in order (None entries get a new uuid4).
-
-        Raises:
-            UserError: lengths differ, the table or vector size does not fit (nothing written, or the message
-                says which ids were).
-            SupabaseVectorStoreError: any other refusal.
-        """
-        texts = list(texts)
-        if not texts:
-            return []
-        new_ids = assign_ids(len(texts), ids, metadatas)
-        vectors = [
-            [float(x) for x in vector]
-            for vector in embed_texts(self._embedding, texts, progress=kwargs.get("progress"))
-        ]
+    def _write_vectors(self, batch: EmbeddedTexts) -> list[str]:
+        """Upsert in batches of ``upsert_batch_size``; a failed batch raises naming the ids already written."""
         rows: dict[str, dict[str, Any]] = {}  # a repeated id keeps its last row (Postgres refuses duplicates)
-        for n, text in enumerate(texts):
-            metadata = dict(metadatas[n]) if metadatas else {}
-            rows[new_ids[n]] = {"id": new_ids[n], "content": text, "metadata": metadata, "embedding": vectors[n]}
+        for n, (doc_id, text, vector) in enumerate(zip(batch.ids, batch.texts, batch.vectors, strict=True)):
+            metadata = dict(batch.metadatas[n]) if batch.metadatas else {}
+            rows[doc_id] = {
+                "id": doc_id,
+                "content": text,
+                "metadata": metadata,
+                "embedding": [float(x) for x in vector],
+            }
         self._upsert(list(rows.values()))
-        return new_ids
+        return batch.ids
 
     def _upsert(self, rows: list[dict[str, Any]]) -> None:
         written: list[str] = []
@@ -346,9 +218,6 @@ class SupabaseVectorStore(VectorStore):
             raise self._error(error, "the search") from error
         rows = cast(list[dict[str, Any]], response.data or [])
         return [(_document(row), float(row["similarity"])) for row in rows]
-
-    def _select_relevance_score_fn(self) -> Any:
-        return lambda score: (score + 1.0) / 2.0
 
     @classmethod
     def from_texts(
