@@ -14,38 +14,19 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import uuid
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ai_utils._optional import missing_extra
 from ai_utils.deep._confine import BwrapCommand, Confinement, Limits, denied_mounts, find_bwrap, probe_bwrap
-from ai_utils.deep._sandbox import (
-    BwrapSandboxBackend,
-    WorkspaceFiles,
-    command_problem,
-    effective_timeout,
-    run_limited,
-)
+from ai_utils.deep._sandbox import BwrapSandboxBackend, WorkspaceFiles, effective_timeout, run_limited
+from ai_utils.deep._workspace import HostShell, RouteOnlyState, SandboxShell, workspace_composite, workspace_shell
 from ai_utils.deep.permissions import CommandPolicy, normalize_route, to_host_command
 from ai_utils.exceptions import UserError
 
 try:
-    from deepagents.backends import CompositeBackend, FilesystemBackend, LocalShellBackend, StateBackend
-    from deepagents.backends.protocol import (
-        BackendProtocol,
-        DeleteResult,
-        EditResult,
-        ExecuteResponse,
-        FileDownloadResponse,
-        FileUploadResponse,
-        GlobResult,
-        GrepResult,
-        LsResult,
-        ReadResult,
-        SandboxBackendProtocol,
-        WriteResult,
-    )
+    from deepagents.backends import StateBackend
+    from deepagents.backends.protocol import ExecuteResponse
 except ImportError as _import_error:
     raise missing_extra("deepagents", extra="deep", feature="the DeepAgent backends") from _import_error
 
@@ -53,9 +34,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import TypeAlias
 
+    from deepagents.backends import CompositeBackend, FilesystemBackend
     from deepagents.middleware.filesystem import FilesystemPermission
 
-    _Runner: TypeAlias = Callable[[str, int | None, Sequence[Sequence[FilesystemPermission]]], ExecuteResponse]
+    Runner: TypeAlias = Callable[[str, int | None, Sequence[Sequence[FilesystemPermission]]], ExecuteResponse]
+    """``(command, model-supplied timeout, deny-rule sets) -> response``: how a workspace shell runs a command."""
 
 __all__ = [
     "BwrapSandboxBackend",
@@ -69,148 +52,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-# deepagents keeps evicted large tool results and offloaded history here; they stay in graph state.
-_INTERNAL_PREFIXES = ("/large_tool_results/", "/conversation_history/")
 _RESERVED_MOUNTS = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/dev", "/tmp")
 _warned_local_shell = False
 _LOCAL_TMP_SIZE = 1 << 30  # the local shell's private /tmp lives in memory
-
-
-class _RouteOnlyState(StateBackend):
-    """Graph-state backend that refuses every path outside the workspace route.
-
-    Only deepagents' own internal paths (evicted tool results) are stored, in graph state.
-    """
-
-    def __init__(self, route: str) -> None:
-        super().__init__()
-        self._route = route
-
-    @property
-    def route(self) -> str:
-        """The workspace prefix."""
-        return self._route
-
-    def _refusal(self, path: str | None) -> str | None:
-        if path is not None and path.startswith(_INTERNAL_PREFIXES):
-            return None
-        return f"{path!r} is outside the workspace; only paths under {self._route} are accessible."
-
-    def _error(self, path: str | None) -> str | None:
-        # deepagents writes "Error: <error>" for ls/read_file/glob, but shows write/edit/delete/grep errors as is.
-        refusal = self._refusal(path)
-        return None if refusal is None else f"Error: {refusal}"
-
-    def ls(self, path: str) -> LsResult:
-        if path == "/":
-            return LsResult(entries=[])
-        error = self._refusal(path)
-        return super().ls(path) if error is None else LsResult(error=error)
-
-    def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
-        error = self._refusal(file_path)
-        return super().read(file_path, offset, limit) if error is None else ReadResult(error=error)
-
-    def write(self, file_path: str, content: str) -> WriteResult:
-        error = self._error(file_path)
-        return super().write(file_path, content) if error is None else WriteResult(error=error)
-
-    def edit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:
-        error = self._error(file_path)
-        return (
-            super().edit(file_path, old_string, new_string, replace_all) if error is None else EditResult(error=error)
-        )
-
-    def delete(self, file_path: str) -> DeleteResult:
-        error = self._error(file_path)
-        return super().delete(file_path) if error is None else DeleteResult(error=error)
-
-    def grep(
-        self,
-        pattern: str,
-        path: str | None = None,
-        glob: str | None = None,
-        *,
-        max_count: int | None = None,
-        context_lines: int = 0,
-    ) -> GrepResult:
-        if path in (None, "/"):
-            return GrepResult(matches=[])
-        error = self._error(path)
-        return super().grep(pattern, path, glob, max_count=max_count) if error is None else GrepResult(error=error)
-
-    async def agrep(
-        self,
-        pattern: str,
-        path: str | None = None,
-        glob: str | None = None,
-        *,
-        max_count: int | None = None,
-        context_lines: int = 0,
-    ) -> GrepResult:
-        # The protocol's default runs our sync grep in a thread; FilesystemBackend's would search the disk.
-        return await BackendProtocol.agrep(self, pattern, path, glob, max_count=max_count)
-
-    def glob(self, pattern: str, path: str | None = None) -> GlobResult:
-        if path in (None, "/"):
-            return GlobResult(matches=[])
-        error = self._refusal(path)
-        return super().glob(pattern, path) if error is None else GlobResult(error=error)
-
-    def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        allowed = [(path, data) for path, data in files if self._refusal(path) is None]
-        done = {r.path: r for r in super().upload_files(allowed)} if allowed else {}
-        return [done.get(path) or FileUploadResponse(path=path, error="permission_denied") for path, _ in files]
-
-    def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
-        allowed = [path for path in paths if self._refusal(path) is None]
-        done = {r.path: r for r in super().download_files(allowed)} if allowed else {}
-        return [done.get(path) or FileDownloadResponse(path=path, error="permission_denied") for path in paths]
-
-
-class _SandboxShell(_RouteOnlyState, SandboxBackendProtocol):
-    """`_RouteOnlyState` plus ``execute`` through a runner (the composite sends ``execute`` to its default)."""
-
-    def __init__(self, route: str, runner: _Runner, id_prefix: str) -> None:
-        super().__init__(route)
-        self._runner = runner
-        self._id = f"{id_prefix}-{uuid.uuid4().hex[:8]}"
-        self.rule_sets: list[list[FilesystemPermission]] = []
-
-    @property
-    def id(self) -> str:
-        return self._id
-
-    def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
-        if problem := command_problem(command):
-            return ExecuteResponse(output=problem, exit_code=1, truncated=False)
-        return self._runner(command, timeout, self.rule_sets)
-
-
-class _HostShell(_RouteOnlyState, LocalShellBackend):
-    """`_RouteOnlyState` plus the confined host shell.
-
-    It is a ``LocalShellBackend`` so that deepagents tells the model the true path mapping
-    (``/workspace/x`` is ``<root_dir>/x`` in the shell); its own ``execute`` replaces deepagents'
-    unrestricted one.
-    """
-
-    def __init__(
-        self,
-        route: str,
-        root: Path,
-        runner: _Runner,
-        permissions: Sequence[FilesystemPermission],
-    ) -> None:
-        _RouteOnlyState.__init__(self, route)
-        LocalShellBackend.__init__(self, root_dir=root, virtual_mode=True)
-        self._runner = runner
-        self.rule_sets: list[list[FilesystemPermission]] = [list(permissions)]
-
-    def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
-        if problem := command_problem(command):
-            return ExecuteResponse(output=problem, exit_code=1, truncated=False)
-        return self._runner(command, timeout, self.rule_sets)
 
 
 def attach_permissions(backend: object, permissions: Sequence[FilesystemPermission] | None) -> None:
@@ -220,8 +64,8 @@ def attach_permissions(backend: object, permissions: Sequence[FilesystemPermissi
     shell too: the denied workspace paths are hidden or read-only for commands (and the local shell's
     lexical check refuses them by name).
     """
-    shell = backend.default if isinstance(backend, CompositeBackend) else None
-    if not permissions or not isinstance(shell, (_HostShell, _SandboxShell)):
+    shell = workspace_shell(backend)
+    if not permissions or shell is None:
         return
     rules = list(permissions)
     if rules not in shell.rule_sets:
@@ -241,9 +85,10 @@ def sandbox_shell_prompt(backend: object) -> str:
     Returns:
         The prompt section, or ``""``.
     """
-    if not (isinstance(backend, CompositeBackend) and isinstance(backend.default, _SandboxShell)):
+    shell = workspace_shell(backend)
+    if not isinstance(shell, SandboxShell):
         return ""
-    route = backend.default.route
+    route = shell.route
     return (
         "## Sandbox shell\n\n"
         f"The `execute` tool runs in an isolated sandbox whose working directory is `{route.rstrip('/')}`. "
@@ -290,7 +135,7 @@ def create_workspace_backend(root_dir: str | Path, route: str = "/workspace/") -
         A deepagents ``CompositeBackend``.
     """
     prefix = normalize_route(route)
-    return CompositeBackend(default=_RouteOnlyState(prefix), routes={prefix: create_filesystem_backend(root_dir)})
+    return workspace_composite(RouteOnlyState(prefix), create_filesystem_backend(root_dir))
 
 
 def create_local_shell_backend(
@@ -406,7 +251,7 @@ def create_local_shell_backend(
             argv = dataclasses.replace(sandbox, hidden=hidden, read_only=read_only).argv(host_command)
         return run_limited(argv, cwd=root, env=run_env, timeout=limit, max_output_bytes=max_output_bytes)
 
-    return CompositeBackend(default=_HostShell(prefix, root, run, permissions), routes={prefix: files})
+    return workspace_composite(HostShell(prefix, root, run, permissions), files)
 
 
 def _host_paths(paths: Sequence[str | Path]) -> tuple[str, ...]:
@@ -464,4 +309,4 @@ def create_sandbox_backend(
         hidden, read_only = denied_mounts(sandbox.cwd, prefix, rule_sets)
         return sandbox.run(command, command_timeout, hidden=hidden, read_only=read_only)
 
-    return CompositeBackend(default=_SandboxShell(prefix, run, "bwrap"), routes={prefix: sandbox})
+    return workspace_composite(SandboxShell(prefix, run, "bwrap"), sandbox)

@@ -112,38 +112,17 @@ def allow_read(*paths: str) -> list[FilesystemPermission]:
 
 
 def allow_write(*paths: str) -> list[FilesystemPermission]:
-    """Rules that allow writing (``write_file``, ``edit_file``, ``delete``) the given path globs.
-
-    Args:
-        *paths: absolute globs.
-
-    Returns:
-        A one-rule list.
-    """
+    """Rules that allow writing (``write_file``, ``edit_file``, ``delete``) the given path globs (as `allow_read`)."""
     return _rule(["write"], paths, "allow")
 
 
 def deny_read(*paths: str) -> list[FilesystemPermission]:
-    """Rules that deny reading the given path globs (also refused in confined ``execute`` commands).
-
-    Args:
-        *paths: absolute globs.
-
-    Returns:
-        A one-rule list.
-    """
+    """Rules that deny reading the given path globs, also in confined ``execute`` commands (as `allow_read`)."""
     return _rule(["read"], paths, "deny")
 
 
 def deny_write(*paths: str) -> list[FilesystemPermission]:
-    """Rules that deny writing the given path globs (also refused in confined ``execute`` commands).
-
-    Args:
-        *paths: absolute globs.
-
-    Returns:
-        A one-rule list.
-    """
+    """Rules that deny writing the given path globs, also in confined ``execute`` commands (as `allow_read`)."""
     return _rule(["write"], paths, "deny")
 
 

@@ -23,13 +23,7 @@ from ai_utils.exceptions import UserError
 
 try:
     from tavily import AsyncTavilyClient, TavilyClient
-    from tavily.errors import (
-        BadRequestError,
-        ForbiddenError,
-        InvalidAPIKeyError,
-        UsageLimitExceededError,
-    )
-    from tavily.errors import TimeoutError as TavilyTimeoutError
+    from tavily import errors as tavily_errors
 except ImportError as _import_error:
     raise missing_extra("tavily-python", extra="tavily", feature="the Tavily search tool") from _import_error
 
@@ -40,11 +34,11 @@ Topic = Literal["general", "news", "finance"]
 # What a failed search raises: Tavily's own errors, `requests` errors (an OSError) from the sync
 # client and httpx errors from the async one.
 _SEARCH_ERRORS: tuple[type[Exception], ...] = (
-    BadRequestError,
-    ForbiddenError,
-    InvalidAPIKeyError,
-    UsageLimitExceededError,
-    TavilyTimeoutError,
+    tavily_errors.BadRequestError,
+    tavily_errors.ForbiddenError,
+    tavily_errors.InvalidAPIKeyError,
+    tavily_errors.UsageLimitExceededError,
+    tavily_errors.TimeoutError,
     OSError,
     httpx.HTTPError,
 )
@@ -172,8 +166,8 @@ def _compact(raw: Any, query: str, *, include_answer: bool) -> dict[str, Any]:
 def _search_failed(exc: Exception) -> ToolException:
     detail = str(exc) or "no details"
     hint = ""
-    if isinstance(exc, InvalidAPIKeyError | ForbiddenError):
+    if isinstance(exc, tavily_errors.InvalidAPIKeyError | tavily_errors.ForbiddenError):
         hint = " Check the Tavily API key (TAVILY_API_KEY)."
-    elif isinstance(exc, UsageLimitExceededError):
+    elif isinstance(exc, tavily_errors.UsageLimitExceededError):
         hint = " The Tavily plan's usage limit is reached; retry later or raise the limit."
     return ToolException(f"Tavily search failed ({type(exc).__name__}): {detail}.{hint}")
