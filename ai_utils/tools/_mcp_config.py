@@ -7,7 +7,7 @@ here; the connection itself lives in `ai_utils.tools.mcp` (extra `mcp`).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -111,26 +111,26 @@ class MCPServer:
         return " ".join([str(self.command), *self.args])
 
     def __repr__(self) -> str:
-        parts = [f"{self.name!r}"]
-        if self.url is not None:
-            parts.append(f"url={_safe_url(self.url)!r}")
-        if self.command is not None:
-            parts.append(f"command={self.command!r}")
-            if self.args:
-                parts.append(f"args={list(self.args)!r}")
-        if self.headers:
-            parts.append(f"headers={dict.fromkeys(self.headers, _MASK)!r}")
-        if self.auth is not None:
-            parts.append(f"auth=<{type(self.auth).__name__}>")
-        if self.env:
-            parts.append(f"env={dict.fromkeys(self.env, _MASK)!r}")
-        if self.cwd is not None:
-            parts.append(f"cwd={str(self.cwd)!r}")
-        if self.description is not None:
-            parts.append(f"description={self.description!r}")
-        if self.params:
-            parts.append(f"params=<{', '.join(self.params)}>")
-        return f"MCPServer({', '.join(parts)})"
+        shown = [f"{attr}={text}" for attr, show in _REPR_FIELDS if (text := show(self)) is not None]
+        return f"MCPServer({', '.join([repr(self.name), *shown])})"
+
+
+def _masked(values: Mapping[str, str] | None) -> str | None:
+    return repr(dict.fromkeys(values, _MASK)) if values else None
+
+
+# How each field shows in `repr(server)`, None leaving it out: the URL without its query, secret values masked.
+_REPR_FIELDS: tuple[tuple[str, Callable[[MCPServer], str | None]], ...] = (
+    ("url", lambda server: None if server.url is None else repr(_safe_url(server.url))),
+    ("command", lambda server: None if server.command is None else repr(server.command)),
+    ("args", lambda server: repr(list(server.args)) if server.command is not None and server.args else None),
+    ("headers", lambda server: _masked(server.headers)),
+    ("auth", lambda server: None if server.auth is None else f"<{type(server.auth).__name__}>"),
+    ("env", lambda server: _masked(server.env)),
+    ("cwd", lambda server: None if server.cwd is None else repr(str(server.cwd))),
+    ("description", lambda server: None if server.description is None else repr(server.description)),
+    ("params", lambda server: f"<{', '.join(server.params)}>" if server.params else None),
+)
 
 
 class MCPConnectionError(AiUtilsError):

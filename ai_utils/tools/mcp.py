@@ -14,11 +14,11 @@ never wrapped in an anyio ``ExceptionGroup``.
 MCP tools are async-only (``tool.invoke`` raises `NotImplementedError`); sync entry points run the whole
 async run under `ai_utils._utils.run_sync`.
 
-Tool definitions are cached per process (see `clear_tool_cache`): a run still opens and initializes its
-own session, but it lists a server's tools only the first time (and again after ``TOOL_CACHE_TTL``
-seconds, or when the server config or the server's reported name/version changes), which saves a
-round trip and the schema transfer on every run. The cached
-definitions are bound to each run's session, so every call still goes through that run's connection.
+Tool definitions are cached per process (`ai_utils.tools._mcp_cache`, see `clear_tool_cache`): a run still
+opens and initializes its own session, but it lists a server's tools only the first time (and again after
+``TOOL_CACHE_TTL`` seconds, or when the server config or the server's reported name/version changes), which
+saves a round trip and the schema transfer on every run. The cached definitions are bound to each run's
+session, so every call still goes through that run's connection.
 
 Graphs that outlive a run (`Agent`, `DeepAgent`) are built once with `MCPScope.routed_tools` instead: the
 same tools, tied to no session; each call goes to the session of the run it happens in, which that run puts
@@ -32,7 +32,6 @@ import asyncio
 import functools
 import logging
 import ssl
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -43,8 +42,8 @@ import httpx
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
-from ai_utils._compat.mcp import remember_output_schemas
 from ai_utils._optional import missing_extra
+from ai_utils.tools._mcp_cache import cache_key, clear_tool_cache, tool_definitions
 from ai_utils.tools._mcp_config import MCPConnectionError, MCPServer, describe_mcp_servers, normalize_mcp_servers
 
 try:
@@ -54,7 +53,7 @@ try:
     from langchain_mcp_adapters.tools import convert_mcp_tool_to_langchain_tool
     from mcp import ClientSession
     from mcp.shared.exceptions import McpError
-    from mcp.types import CONNECTION_CLOSED, Implementation
+    from mcp.types import CONNECTION_CLOSED
     from mcp.types import Tool as MCPTool
 except ImportError as _import_error:
     raise missing_extra("langchain-mcp-adapters", extra="mcp", feature="MCP servers") from _import_error
@@ -70,28 +69,8 @@ CONNECT_TIMEOUT = 30.0
 CLOSE_TIMEOUT = 10.0
 # The MCP SDK's HTTP defaults: 30 s to connect/write, 300 s to read, since a server may hold a stream open.
 _DEFAULT_HTTP_TIMEOUT = httpx.Timeout(30.0, read=300.0)
-# Seconds a server's cached tool list is trusted before a run lists the tools again: a server may change
-# its tools while it runs, and a new session is where a client would normally see that.
-TOOL_CACHE_TTL = 60.0
-# Servers (configs) whose tool lists are kept; per-user headers or auth make one entry per user.
-_TOOL_CACHE_SIZE = 256
-# Listing is paginated; a server that keeps returning cursors is broken, not big.
-_MAX_TOOL_PAGES = 1000
-
-_ToolCacheKey = tuple[Any, ...]
-_tool_cache: dict[_ToolCacheKey, tuple[float, list[MCPTool], tuple[str, ...]]] = {}
 # The run config key under which a run's sessions travel to its routed tools (``__``: never traced or stored).
 _SESSIONS_KEY = "__ai_utils_mcp_sessions"
-
-
-def clear_tool_cache() -> None:
-    """Forget every server's cached tool list, so the next run of each server lists its tools again.
-
-    Runs cache tool definitions per process (keyed by the server's connection settings and the name and
-    version the server reports); call this after changing a running server's tools without changing its
-    version, or rely on the cache expiring after ``TOOL_CACHE_TTL`` seconds.
-    """
-    _tool_cache.clear()
 
 
 @dataclass(frozen=True)
@@ -205,7 +184,7 @@ class _SessionHolder:
             async with client.session(name, auto_initialize=False) as session:
                 with anyio.fail_after(CONNECT_TIMEOUT):
                     info = (await session.initialize()).serverInfo
-                    definitions, self.signature = await _tool_definitions(session, _cache_key(self.server, info))
+                    definitions, self.signature = await tool_definitions(session, cache_key(self.server, info))
                 self.session, self.definitions = session, definitions
                 tools = [
                     convert_mcp_tool_to_langchain_tool(
@@ -288,54 +267,6 @@ async def _close(holders: Sequence[_SessionHolder]) -> None:
         task.cancel()
     if cancelled:
         raise asyncio.CancelledError
-
-
-def _cache_key(server: MCPServer, info: Implementation) -> _ToolCacheKey:
-    """Everything that can change what a server lists: where and how we connect, and what it says it is."""
-
-    def items(mapping: Mapping[str, str] | None) -> tuple[tuple[str, str], ...] | None:
-        return None if mapping is None else tuple(sorted(mapping.items()))
-
-    cwd = None if server.cwd is None else str(server.cwd)
-    # `auth` by identity: two auth objects may stand for two users who see different tools.
-    return (
-        server.url,
-        server.command,
-        server.args,
-        items(server.headers),
-        server.auth,
-        items(server.env),
-        cwd,
-        info.name,
-        info.version,
-    )
-
-
-async def _tool_definitions(session: ClientSession, key: _ToolCacheKey) -> tuple[list[MCPTool], tuple[str, ...]]:
-    """The server's tool definitions and their signature: from the process cache, else listed (all pages)."""
-    cached = _tool_cache.get(key)
-    if cached is not None and time.monotonic() - cached[0] < TOOL_CACHE_TTL:
-        _, definitions, signature = cached
-        # The SDK checks tool results against output schemas it learned from `list_tools`, and lists the
-        # tools again on the first call of a tool it has not seen; hand it the cached schemas instead.
-        remember_output_schemas(session, ((definition.name, definition.outputSchema) for definition in definitions))
-        return definitions, signature
-    definitions = []
-    cursor: str | None = None
-    for _ in range(_MAX_TOOL_PAGES):
-        page = await session.list_tools(cursor=cursor)
-        definitions.extend(page.tools)
-        cursor = page.nextCursor
-        if not cursor:
-            break
-    else:
-        raise RuntimeError(f"the server returned more than {_MAX_TOOL_PAGES} pages of tools")
-    signature = tuple(definition.model_dump_json() for definition in definitions)
-    _tool_cache.pop(key, None)
-    _tool_cache[key] = (time.monotonic(), definitions, signature)
-    if len(_tool_cache) > _TOOL_CACHE_SIZE:
-        del _tool_cache[next(iter(_tool_cache))]  # the entry listed longest ago
-    return definitions, signature
 
 
 def _routed_tool(server_name: str, definition: MCPTool) -> BaseTool:

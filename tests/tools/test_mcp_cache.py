@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-import ai_utils.tools.mcp as mcp_module
+import ai_utils.tools._mcp_cache as mcp_cache
 from ai_utils.tools.mcp import MCPServer, clear_tool_cache, mcp_scope
 
 
@@ -94,14 +94,14 @@ async def test_clearing_the_cache_or_an_expired_entry_lists_the_tools_again(
         pass
     assert _list_requests(counter_url) - before == 2
 
-    monkeypatch.setattr(mcp_module, "TOOL_CACHE_TTL", 0.0)
+    monkeypatch.setattr(mcp_cache, "TOOL_CACHE_TTL", 0.0)
     async with mcp_scope(server):
         pass
     assert _list_requests(counter_url) - before == 3
 
 
 async def test_the_cache_keeps_a_bounded_number_of_servers(counter_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(mcp_module, "_TOOL_CACHE_SIZE", 2)
+    monkeypatch.setattr(mcp_cache, "_TOOL_CACHE_SIZE", 2)
     before = _list_requests(counter_url)
     for tenant in ("a", "b", "c", "a"):
         async with mcp_scope(MCPServer("counter", counter_url, headers={"X-Tenant": tenant})):
