@@ -21,6 +21,13 @@ from typing import Any, Literal, TypeAlias
 from typing_extensions import TypedDict
 
 from ai_utils.exceptions import ModelProfileError, UserError
+from ai_utils.routing._route_classifiers import (
+    DecisionModelClassifier,
+    JevRouteClassifier,
+    RouteClassifier,
+    choice_of,
+    jev_route_classifier,
+)
 from ai_utils.routing.profiles import ModelProfiles, as_profiles
 
 __all__ = [
@@ -33,19 +40,6 @@ __all__ = [
 ]
 
 RouteReason: TypeAlias = Literal["explicit", "rule", "classifier", "fallback"]
-RouteChoice: TypeAlias = tuple[str, float]
-"""What a classifier returns: ``(profile name, confidence in 0..1)``."""
-RouteClassifier: TypeAlias = Any
-"""What ``classifier=`` takes: a `JevRouteClassifier`; a LangChain decision model (``BaseDecisionModel``, e.g.
-`JevDecisionModel`), asked one ``Choice``; a chat model, asked through ``classify(..., llm=model)`` (label
-logprobs); or a function ``(text, {profile: hint | None}) -> (profile, confidence)``, sync or async (a
-mapping or object with ``profile``/``choice`` and ``confidence`` works as the answer too)."""
-
-_QUESTION = "profile"
-_INSTRUCTIONS = (
-    "Which model profile should handle the request in `input`? Pick the profile whose description fits the "
-    "request best; prefer the cheaper profile when several fit."
-)
 
 
 @dataclass(frozen=True)
@@ -140,8 +134,9 @@ def _prepare(
     fallback: str,
     labels: Sequence[str],
     min_confidence: float,
-) -> tuple[_Plan, ModelRoute | str]:
-    """The checked plan and either the final route or the text the classifier must judge."""
+    classifier: RouteClassifier | None,
+) -> ModelRoute | _Question:
+    """The final route, or the question for the classifier (arguments checked either way)."""
     table = as_profiles(profiles)
     if isinstance(allowed, str) or not allowed:
         raise UserError(f"`allowed` must be a non-empty list of profile names, got {allowed!r}.")
@@ -162,126 +157,45 @@ def _prepare(
                 raise ModelProfileError(
                     f"The requested profile {profile!r} is not in allowed {list(grant)!r}.", profile=str(profile)
                 )
-            return plan, _route(plan, profile, "explicit")
+            return _route(plan, profile, "explicit")
         raise UserError(f"`input` must be the request text or {{'profile': name}}, got {input!r}.")
     if input is not None and not isinstance(input, str):
         raise UserError(f"`input` must be the request text or {{'profile': name}}, got {input!r}.")
     trusted = frozenset(labels)
     for index, rule in enumerate(rules):
         if _rule_matches(rule, trusted, grant, index):
-            return plan, _route(plan, rule["profile"], "rule", rule=rule.get("id", index))
+            return _route(plan, rule["profile"], "rule", rule=rule.get("id", index))
     if len(grant) == 1 or not (input or "").strip():
-        return plan, _route(plan, fallback, "fallback")
-    return plan, input or ""
+        return _route(plan, fallback, "fallback")
+    return _Question(plan, input or "", _classifier(classifier))
 
 
-def _choices(plan: _Plan) -> dict[str, str | None]:
-    return {name: plan.profiles.hint(name) for name in plan.allowed}
+@dataclass(frozen=True)
+class _Question:
+    """What the classifier is asked: the request ``text`` and the allowed profiles' hints."""
 
+    plan: _Plan
+    text: str
+    ask: Any  # ``__call__(text, choices)``, maybe ``acall`` (see `_classifier`)
 
-def _answer(value: Any) -> tuple[Any, float]:
-    """``(profile, confidence)`` from the shapes a classifier may return (see `RouteClassifier`)."""
-    answers = getattr(value, "answers", None)  # a ClassifyResult / ClassifierResponse
-    if answers is not None:
-        value = answers[_QUESTION] if isinstance(answers, Mapping) else getattr(answers, _QUESTION)
-    if isinstance(value, str):
-        return value, 1.0
-    if isinstance(value, Mapping):
-        return value.get("profile", value.get("choice")), float(value["confidence"])
-    if isinstance(value, tuple | list):
-        profile, confidence = value
-        return profile, float(confidence)
-    profile = getattr(value, "profile", None) or getattr(value, "choice", None)
-    return profile, float(value.confidence)
+    @property
+    def choices(self) -> dict[str, str | None]:
+        return {name: self.plan.profiles.hint(name) for name in self.plan.allowed}
 
+    def fallback(self, confidence: float | None = None) -> ModelRoute:
+        return _route(self.plan, self.plan.fallback, "fallback", confidence)
 
-def _finish(plan: _Plan, answer: Any) -> ModelRoute:
-    """The classifier's answer as a route; anything malformed, unknown or unsure is the fallback."""
-    try:
-        profile, confidence = _answer(answer)
-    except (TypeError, ValueError, KeyError, AttributeError):
-        return _route(plan, plan.fallback, "fallback")
-    if not isinstance(profile, str) or profile not in plan.allowed or not 0 <= confidence <= 1:
-        return _route(plan, plan.fallback, "fallback")
-    if confidence < plan.min_confidence:
-        return _route(plan, plan.fallback, "fallback", confidence)
-    return _route(plan, profile, "classifier", confidence)
-
-
-class JevRouteClassifier:
-    """The default route classifier: one `classify()` choice question over the allowed profiles and their hints.
-
-    State sent: ``{"input": <request text>}``; question: ``profile``, a choice whose labels are the allowed
-    profile names and whose criteria are their hints. Nothing else leaves the process.
-
-    Args:
-        model: the Jev model.
-        timeout: seconds for the whole call (a timeout routes to the fallback).
-        api_key: default ``OPENROUTER_API_KEY``.
-        base_url: default ``JEV_BASE_URL`` or OpenRouter.
-        llm: answer with this chat model's label logprobs instead of Jev (``classify(..., llm=llm)``); the Jev
-            options are then unused and the model's own timeout applies.
-    """
-
-    def __init__(
-        self,
-        *,
-        model: str | None = None,
-        timeout: float = 5.0,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        llm: Any = None,
-    ) -> None:
-        self.model = model
-        self.timeout = timeout
-        self.api_key = api_key
-        self.base_url = base_url
-        self.llm = llm
-
-    def _questions(self, choices: Mapping[str, str | None]) -> dict[str, Any]:
-        return {_QUESTION: {"type": "choice", "instructions": _INSTRUCTIONS, "criteria": dict(choices)}}
-
-    def _options(self) -> dict[str, Any]:
-        if self.llm is not None:
-            return {"llm": self.llm}
-        options: dict[str, Any] = {"timeout": self.timeout, "api_key": self.api_key, "base_url": self.base_url}
-        if self.model is not None:
-            options["model"] = self.model
-        return options
-
-    def __call__(self, text: str, choices: Mapping[str, str | None]) -> RouteChoice:
-        """Ask Jev which profile fits ``text``."""
-        from ai_utils.jev import classify
-
-        answer: Any = classify({"input": text}, self._questions(choices), **self._options()).answers[_QUESTION]
-        return answer.choice, answer.confidence
-
-    async def acall(self, text: str, choices: Mapping[str, str | None]) -> RouteChoice:
-        """Async twin of ``__call__`` (cancellation aborts the request)."""
-        from ai_utils.jev import aclassify
-
-        result = await aclassify({"input": text}, self._questions(choices), **self._options())
-        answer: Any = result.answers[_QUESTION]
-        return answer.choice, answer.confidence
-
-
-class _DecisionModelClassifier:
-    """A LangChain ``BaseDecisionModel`` asked the same one ``Choice`` question."""
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
-
-    def _request(self, text: str, choices: Mapping[str, str | None]) -> dict[str, Any]:
-        from langchain_core.decisions import Choice
-
-        question = Choice(instructions=_INSTRUCTIONS, criteria=dict(choices))
-        return {"state": {"input": text}, "questions": {_QUESTION: question}}
-
-    def __call__(self, text: str, choices: Mapping[str, str | None]) -> Any:
-        return self.model.invoke(self._request(text, choices))
-
-    async def acall(self, text: str, choices: Mapping[str, str | None]) -> Any:
-        return await self.model.ainvoke(self._request(text, choices))
+    def finish(self, answer: Any) -> ModelRoute:
+        """The classifier's answer as a route; anything malformed, unknown or unsure is the fallback."""
+        try:
+            profile, confidence = choice_of(answer)
+        except (TypeError, ValueError, KeyError, AttributeError):
+            return self.fallback()
+        if not isinstance(profile, str) or profile not in self.plan.allowed or not 0 <= confidence <= 1:
+            return self.fallback()
+        if confidence < self.plan.min_confidence:
+            return self.fallback(confidence)
+        return _route(self.plan, profile, "classifier", confidence)
 
 
 def _classifier(classifier: Any) -> Any:
@@ -294,7 +208,7 @@ def _classifier(classifier: Any) -> Any:
     from langchain_core.language_models import BaseChatModel
 
     if isinstance(classifier, BaseDecisionModel):
-        return _DecisionModelClassifier(classifier)
+        return DecisionModelClassifier(classifier)
     if isinstance(classifier, BaseChatModel):
         return JevRouteClassifier(llm=classifier)
     if not callable(classifier):
@@ -303,18 +217,6 @@ def _classifier(classifier: Any) -> Any:
             f"model, got {classifier!r}."
         )
     return classifier
-
-
-def jev_route_classifier(
-    *,
-    model: str | None = None,
-    timeout: float = 5.0,
-    api_key: str | None = None,
-    base_url: str | None = None,
-    llm: Any = None,
-) -> JevRouteClassifier:
-    """A `JevRouteClassifier` with these options (the default classifier uses the defaults)."""
-    return JevRouteClassifier(model=model, timeout=timeout, api_key=api_key, base_url=base_url, llm=llm)
 
 
 def resolve_model_route(
@@ -357,19 +259,18 @@ def resolve_model_route(
             that cannot be resolved (configuration errors fail closed; classifier failures never raise).
         UserError: malformed arguments.
     """
-    plan, outcome = _prepare(input, profiles, allowed, rules, fallback, labels, min_confidence)
-    if isinstance(outcome, ModelRoute):
-        return outcome
-    ask = _classifier(classifier)
+    question = _prepare(input, profiles, allowed, rules, fallback, labels, min_confidence, classifier)
+    if isinstance(question, ModelRoute):
+        return question
     try:
-        answer: Any = ask(outcome, _choices(plan))
+        answer: Any = question.ask(question.text, question.choices)
         if inspect.isawaitable(answer):
             if inspect.iscoroutine(answer):
                 answer.close()
             raise TypeError("an async classifier needs aresolve_model_route")
     except Exception:
-        return _route(plan, plan.fallback, "fallback")
-    return _finish(plan, answer)
+        return question.fallback()
+    return question.finish(answer)
 
 
 async def aresolve_model_route(
@@ -400,16 +301,15 @@ async def aresolve_model_route(
     Returns:
         The `ModelRoute`. Cancelling the caller cancels the classifier and raises; it never falls back.
     """
-    plan, outcome = _prepare(input, profiles, allowed, rules, fallback, labels, min_confidence)
-    if isinstance(outcome, ModelRoute):
-        return outcome
-    ask = _classifier(classifier)
-    call = getattr(ask, "acall", ask)
+    question = _prepare(input, profiles, allowed, rules, fallback, labels, min_confidence, classifier)
+    if isinstance(question, ModelRoute):
+        return question
+    call = getattr(question.ask, "acall", question.ask)
     try:
         async with asyncio.timeout(timeout):
-            answer: Any = call(outcome, _choices(plan))
+            answer: Any = call(question.text, question.choices)
             if inspect.isawaitable(answer):
                 answer = await answer
     except Exception:
-        return _route(plan, plan.fallback, "fallback")
-    return _finish(plan, answer)
+        return question.fallback()
+    return question.finish(answer)
