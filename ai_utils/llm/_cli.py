@@ -19,18 +19,17 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from operator import itemgetter
 from typing import Any, ClassVar, Literal, Protocol
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.language_models import LanguageModelInput
 from langchain_core.language_models.base import LangSmithParams
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_json_schema
 from pydantic import BaseModel, ConfigDict, Field
 
 from ai_utils.exceptions import ProviderError, UserError
+from ai_utils.llm._chat_model import StreamingMessageChatModel
 from ai_utils.llm._cli_prompt import excerpt, render_prompt, structured_instructions
 
 __all__ = ["CLIChatModel", "Reasoning", "ToolsNotSupportedError"]
@@ -53,7 +52,7 @@ class _Parser(Protocol):
     def finish(self) -> list[AIMessageChunk]: ...
 
 
-class CLIChatModel(BaseChatModel):
+class CLIChatModel(StreamingMessageChatModel):
     """Base of `ChatClaudeCLI` and `ChatCodexCLI`: one CLI process per model call.
 
     Attributes:
@@ -74,6 +73,7 @@ class CLIChatModel(BaseChatModel):
 
     model_config = ConfigDict(populate_by_name=True)
 
+    report_tokens: ClassVar[bool] = True
     provider: ClassVar[str] = ""
     env_var: ClassVar[str] = ""
 
@@ -197,25 +197,18 @@ class CLIChatModel(BaseChatModel):
             provider=self.provider,
         )
 
-    def _result(self, parser: _Parser, stdout: str) -> ChatResult:
+    def _result(self, parser: _Parser, stdout: str) -> AIMessage:
         chunks = [chunk for line in stdout.splitlines() for chunk in parser.feed(line)]
         chunks.extend(parser.finish())
         merged = functools.reduce(operator.add, chunks, AIMessageChunk(content=""))
-        message = AIMessage(
+        return AIMessage(
             content=merged.content,
             additional_kwargs=merged.additional_kwargs,
             response_metadata=merged.response_metadata,
             usage_metadata=merged.usage_metadata,
         )
-        return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _message(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> AIMessage:
         command, stdin = self._prepare(messages, kwargs, streaming=False)
         try:
             done = subprocess.run(
@@ -234,13 +227,7 @@ class CLIChatModel(BaseChatModel):
         self._check_exit(done.returncode, done.stderr, done.stdout)
         return self._result(self._parser(streaming=False), done.stdout)
 
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    async def _amessage(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> AIMessage:
         command, stdin = self._prepare(messages, kwargs, streaming=False)
         process = await self._spawn(command)
         try:
@@ -252,13 +239,9 @@ class CLIChatModel(BaseChatModel):
         self._check_exit(process.returncode, err.decode(errors="replace"), out.decode(errors="replace"))
         return self._result(self._parser(streaming=False), out.decode(errors="replace"))
 
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
+    def _message_chunks(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
+    ) -> Iterator[AIMessageChunk]:
         command, stdin = self._prepare(messages, kwargs, streaming=True)
         parser = self._parser(streaming=True)
         with tempfile.TemporaryFile() as err:
@@ -279,7 +262,7 @@ class CLIChatModel(BaseChatModel):
                     process.stdin.close()
                 for raw in process.stdout:
                     for chunk in parser.feed(raw.decode(errors="replace")):
-                        yield self._emit(chunk, run_manager)
+                        yield chunk
                 returncode = process.wait()
             finally:
                 if timer is not None:
@@ -294,15 +277,11 @@ class CLIChatModel(BaseChatModel):
             raise self._timeout_error()
         self._check_exit(returncode, stderr)
         for chunk in parser.finish():
-            yield self._emit(chunk, run_manager)
+            yield chunk
 
-    async def _astream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[ChatGenerationChunk]:
+    async def _amessage_chunks(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
+    ) -> AsyncIterator[AIMessageChunk]:
         command, stdin = self._prepare(messages, kwargs, streaming=True)
         parser = self._parser(streaming=True)
         loop = asyncio.get_running_loop()
@@ -324,10 +303,7 @@ class CLIChatModel(BaseChatModel):
                 if not raw:
                     break
                 for chunk in parser.feed(raw.decode(errors="replace")):
-                    generation = ChatGenerationChunk(message=chunk)
-                    if run_manager:
-                        await run_manager.on_llm_new_token(generation.text, chunk=generation)
-                    yield generation
+                    yield chunk
             await process.wait()
             stderr = (await stderr_task).decode(errors="replace")
         finally:
@@ -335,17 +311,7 @@ class CLIChatModel(BaseChatModel):
             await _kill(process)
         self._check_exit(process.returncode, stderr)
         for chunk in parser.finish():
-            generation = ChatGenerationChunk(message=chunk)
-            if run_manager:
-                await run_manager.on_llm_new_token(generation.text, chunk=generation)
-            yield generation
-
-    @staticmethod
-    def _emit(chunk: AIMessageChunk, run_manager: CallbackManagerForLLMRun | None) -> ChatGenerationChunk:
-        generation = ChatGenerationChunk(message=chunk)
-        if run_manager:
-            run_manager.on_llm_new_token(generation.text, chunk=generation)
-        return generation
+            yield chunk
 
     async def _spawn(self, command: list[str]) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(

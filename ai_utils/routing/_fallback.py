@@ -20,15 +20,14 @@ import sys
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.fallbacks import RunnableWithFallbacks
 from pydantic import PrivateAttr
 
 from ai_utils.exceptions import UserError
+from ai_utils.llm._chat_model import MessageChatModel
 from ai_utils.routing.profiles import ModelProfiles, as_profiles
 
 __all__ = ["FallbackChatModel", "profile_llm", "retriable_errors"]
@@ -63,7 +62,7 @@ def retriable_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-class FallbackChatModel(BaseChatModel):
+class FallbackChatModel(MessageChatModel):
     """A chat model that tries ``models`` in order, moving on only for retriable provider errors.
 
     Built by ``get_llm(profile=..., profiles=...)``; see the module docstring.
@@ -182,25 +181,13 @@ class FallbackChatModel(BaseChatModel):
 
     # Only `generate()` (the legacy batch API) lands here: invoke/stream above never do. Its attempts are not
     # nested under the outer run in traces.
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        message = self._chain.invoke(messages, **self._kwargs(stop, kwargs))
-        return ChatResult(generations=[ChatGeneration(message=message)])
+    def _message(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> AIMessage:
+        message: AIMessage = self._chain.invoke(messages, **self._kwargs(stop, kwargs))
+        return message
 
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        message = await self._chain.ainvoke(messages, **self._kwargs(stop, kwargs))
-        return ChatResult(generations=[ChatGeneration(message=message)])
+    async def _amessage(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> AIMessage:
+        message: AIMessage = await self._chain.ainvoke(messages, **self._kwargs(stop, kwargs))
+        return message
 
 
 def _provider_and_model(provider: str, model_id: str, providers: Sequence[str]) -> tuple[str, str, bool]:

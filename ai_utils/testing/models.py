@@ -14,11 +14,9 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Literal, cast
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.language_models import LanguageModelInput
 from langchain_core.language_models.base import LangSmithParams
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.runnables import Runnable, RunnableLambda, RunnableMap, RunnablePassthrough
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -26,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from ai_utils._utils import is_async_callable, run_sync
 from ai_utils.exceptions import UserError
+from ai_utils.llm._chat_model import StreamingMessageChatModel
 from ai_utils.testing._replies import Reply, check_reply, message_to_chunks, to_ai_message
 from ai_utils.testing._structured import StructuredParser
 
@@ -40,7 +39,7 @@ ReplyFunction = Callable[[list[BaseMessage], list[dict[str, Any]]], Any]
 """``fn(messages, tools) -> str | AIMessage | Mapping`` (or an awaitable of one)."""
 
 
-class _ScriptedChatModel(BaseChatModel):
+class _ScriptedChatModel(StreamingMessageChatModel):
     """Shared machinery: call recording, reply -> `AIMessage`, streaming, tools, structured output."""
 
     model_name: str = Field(default="fake-chat-model", alias="model")
@@ -87,51 +86,24 @@ class _ScriptedChatModel(BaseChatModel):
             reply, call_no=call_no, messages=messages, model_name=self.model_name, where=self._where(call_no)
         )
 
-    def _respond(self, messages: list[BaseMessage], kwargs: Mapping[str, Any]) -> AIMessage:
+    def _message(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> AIMessage:
         call_no = self._record(messages)
         return self._finish(self._reply(call_no, list(messages), _tools(kwargs)), call_no, messages)
 
-    async def _arespond(self, messages: list[BaseMessage], kwargs: Mapping[str, Any]) -> AIMessage:
+    async def _amessage(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> AIMessage:
         call_no = self._record(messages)
         return self._finish(await self._areply(call_no, list(messages), _tools(kwargs)), call_no, messages)
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=self._respond(messages, kwargs))])
+    def _message_chunks(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
+    ) -> Iterator[AIMessageChunk]:
+        yield from message_to_chunks(self._message(messages, stop, kwargs))
 
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=await self._arespond(messages, kwargs))])
-
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
-        for chunk in message_to_chunks(self._respond(messages, kwargs)):
-            yield ChatGenerationChunk(message=chunk)
-
-    async def _astream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[ChatGenerationChunk]:
-        for chunk in message_to_chunks(await self._arespond(messages, kwargs)):
-            yield ChatGenerationChunk(message=chunk)
+    async def _amessage_chunks(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
+    ) -> AsyncIterator[AIMessageChunk]:
+        for chunk in message_to_chunks(await self._amessage(messages, stop, kwargs)):
+            yield chunk
             # Hand control back so consumers see each chunk as it comes.
             await asyncio.sleep(0)
 
