@@ -15,8 +15,6 @@ from typing import Any, ClassVar
 
 from langchain_core.messages import AIMessageChunk
 from langchain_core.messages.ai import UsageMetadata
-from langchain_core.utils import from_env
-from pydantic import Field
 
 from ai_utils.exceptions import ProviderError
 from ai_utils.llm._cli import CLIChatModel
@@ -155,10 +153,7 @@ class ChatClaudeCLI(CLIChatModel):
         ```
     """
 
-    executable: str = Field(default_factory=from_env("AI_UTILS_CLAUDE_CLI", default="claude"))
-
     provider: ClassVar[str] = "claude-cli"
-    env_var: ClassVar[str] = "AI_UTILS_CLAUDE_CLI"
 
     def _command(self, executable: str, model: str, system: str | None, *, streaming: bool) -> list[str]:
         command = [executable, "-p", "--output-format"]

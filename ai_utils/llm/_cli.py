@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import operator
+import os
 import shutil
 import subprocess
 import tempfile
@@ -26,7 +27,7 @@ from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
 from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_json_schema
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ai_utils.exceptions import ProviderError, UserError
 from ai_utils.llm._chat_model import StreamingMessageChatModel
@@ -57,7 +58,8 @@ class CLIChatModel(StreamingMessageChatModel):
 
     Attributes:
         model_name: the model passed to the CLI (alias ``model``).
-        executable: the CLI executable, a name on PATH or a path.
+        executable: the CLI executable, a name on PATH or a path (default: the `env_var` variable if set,
+            else the CLI's own name, e.g. ``claude``).
         reasoning: reasoning effort, translated to the CLI's own flag.
         timeout: seconds one call may take before the process is killed (None: no limit).
         cwd: working directory of the process (default: the current one).
@@ -75,7 +77,22 @@ class CLIChatModel(StreamingMessageChatModel):
 
     report_tokens: ClassVar[bool] = True
     provider: ClassVar[str] = ""
+    """The CLI's provider name, e.g. ``"claude-cli"``; without ``-cli`` it is the default executable."""
     env_var: ClassVar[str] = ""
+    """The variable that names the executable: ``AI_UTILS_<PROVIDER>``, e.g. ``AI_UTILS_CLAUDE_CLI``."""
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        """Name a subclass's `env_var` after its `provider`."""
+        super().__pydantic_init_subclass__(**kwargs)
+        cls.env_var = "AI_UTILS_" + cls.provider.upper().replace("-", "_")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_executable(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "executable" not in data:
+            return {**data, "executable": os.environ.get(cls.env_var, cls.provider.removesuffix("-cli"))}
+        return data
 
     # -- subclass hooks -------------------------------------------------------------------------
     def _command(self, executable: str, model: str, system: str | None, *, streaming: bool) -> list[str]:

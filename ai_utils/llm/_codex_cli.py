@@ -14,8 +14,6 @@ from typing import Any, ClassVar
 
 from langchain_core.messages import AIMessageChunk
 from langchain_core.messages.ai import UsageMetadata
-from langchain_core.utils import from_env
-from pydantic import Field
 
 from ai_utils.exceptions import ProviderError
 from ai_utils.llm._cli import CLIChatModel
@@ -114,10 +112,7 @@ class ChatCodexCLI(CLIChatModel):
         ```
     """
 
-    executable: str = Field(default_factory=from_env("AI_UTILS_CODEX_CLI", default="codex"))
-
     provider: ClassVar[str] = "codex-cli"
-    env_var: ClassVar[str] = "AI_UTILS_CODEX_CLI"
 
     def _command(self, executable: str, model: str, system: str | None, *, streaming: bool) -> list[str]:
         command = [executable, "exec", "--json", "--skip-git-repo-check", "--sandbox", "read-only", "-m", model]
