@@ -30,6 +30,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Interrupt
 
 from ai_utils.client import CustomEvent, ModeEvent, StreamChunk, SubagentEvent, ToolEvent
+from ai_utils.streaming._closing import Closing
 from ai_utils.streaming._interrupts import interrupt_chunk
 
 __all__ = ["REPAIR_KEY", "STEER_KEY", "ChunkAdapter", "aadapt", "adapt", "mode_part", "stream_kwargs"]
@@ -240,35 +241,17 @@ def adapt(parts: Iterable[Mapping[str, Any]], adapter: ChunkAdapter) -> Iterator
     Yields:
         The run's chunks; the interrupt chunk (if any) last. Closing this generator closes ``parts``.
     """
-    try:
+    with Closing(parts):
         for part in parts:
             yield from adapter.feed(part)
         yield from adapter.finish()
-    finally:
-        # A consumer that stops early (client disconnect) must stop the graph run too.
-        close = getattr(parts, "close", None)
-        if close is not None:
-            close()
 
 
 async def aadapt(parts: AsyncIterable[Mapping[str, Any]], adapter: ChunkAdapter) -> AsyncIterator[StreamChunk]:
-    """Async twin of ``adapt`` for ``graph.astream(...)``.
-
-    Args:
-        parts: ``graph.astream(..., **stream_kwargs())``.
-        adapter: a fresh ``ChunkAdapter`` for this run.
-
-    Yields:
-        The run's chunks; the interrupt chunk (if any) last. Closing this generator closes ``parts``.
-    """
-    try:
+    """Async twin of ``adapt`` for ``graph.astream(...)``, with the same arguments and chunks."""
+    async with Closing(parts):
         async for part in parts:
             for chunk in adapter.feed(part):
                 yield chunk
         for chunk in adapter.finish():
             yield chunk
-    finally:
-        # A consumer that stops early (client disconnect) must stop the graph run too.
-        aclose = getattr(parts, "aclose", None)
-        if aclose is not None:
-            await aclose()
