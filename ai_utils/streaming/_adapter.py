@@ -92,6 +92,7 @@ class ChunkAdapter:
 
     __slots__ = (
         "_ended",
+        "_held",
         "_interrupts",
         "_started",
         "_text_nodes",
@@ -114,6 +115,9 @@ class ChunkAdapter:
         self._text_nodes = None if text_nodes is None else frozenset(text_nodes)
         self._started: set[str] = set()
         self._ended: set[str] = set()
+        # Results the model node itself wrote (the mode router's refusals), held until that node's update has
+        # announced their calls, so a tool's "end" never comes before its "start".
+        self._held: list[ToolEvent] = []
         self._interrupts: dict[str, Interrupt] = {}
 
     @property
@@ -158,8 +162,10 @@ class ChunkAdapter:
         Returns:
             ``[InterruptEvent]``, ``[InterruptBatch]`` or ``[]``.
         """
+        held: list[StreamChunk] = [*self._held]
+        self._held.clear()
         chunk = interrupt_chunk(self.interrupts)
-        return [] if chunk is None else [chunk]
+        return held if chunk is None else [*held, chunk]
 
     def _on_message(self, ns: tuple[str, ...], message: object, metadata: Mapping[str, Any]) -> list[StreamChunk]:
         if isinstance(message, AIMessage):
@@ -198,6 +204,9 @@ class ChunkAdapter:
                 "output": message.text,
                 "status": message.status,
             }
+            if message.tool_call_id not in self._started and metadata.get("langgraph_node") in (self._text_nodes or ()):
+                self._held.append(end)
+                return []
             return [end]
         return []
 
@@ -212,6 +221,9 @@ class ChunkAdapter:
                 for message in _messages_of(update):
                     if isinstance(message, AIMessage) and message.tool_calls:
                         out.extend(self._tool_starts(message))
+                if self._held:
+                    out.extend(self._held)
+                    self._held.clear()
         return out
 
     def _tool_starts(self, message: AIMessage) -> list[StreamChunk]:
