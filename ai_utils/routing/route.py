@@ -16,9 +16,9 @@ import asyncio
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Required, TypeAlias
+from typing import Any, Literal, TypeAlias
 
-from typing_extensions import TypedDict, Unpack
+from typing_extensions import TypedDict
 
 from ai_utils.exceptions import ModelProfileError, UserError
 from ai_utils.routing._route_classifiers import (
@@ -33,7 +33,6 @@ from ai_utils.routing.profiles import ModelProfiles, as_profiles
 __all__ = [
     "JevRouteClassifier",
     "ModelRoute",
-    "RouteOptions",
     "RouteRule",
     "aresolve_model_route",
     "jev_route_classifier",
@@ -75,43 +74,6 @@ class RouteRule(TypedDict, total=False):
     id: str
     profile: str
     when: Mapping[str, Sequence[str]]
-
-
-class RouteOptions(TypedDict, total=False):
-    """The keyword arguments of `resolve_model_route` and `aresolve_model_route`.
-
-    Attributes:
-        profiles: the `ModelProfiles` (pass the same object every time: its resolution is cached). Required.
-        allowed: the profiles this request may use; rules and the classifier only pick among them. Required.
-        rules: `RouteRule`s on ``labels``, tried in order before any classifier (default none).
-        fallback: the profile when nothing else decides or the classifier fails (must be allowed). Required.
-        labels: trusted labels of the request (e.g. ``"tier:free"``), set by your server, never by the user
-            (default none).
-        classifier: default `jev_route_classifier()` (Jev); or a decision model, a chat model (label logprobs) or a
-            function ``(text, {profile: hint}) -> (profile, confidence)`` (see `RouteClassifier`); the async twin
-            awaits an async one.
-        min_confidence: a classifier answer below this confidence gives the fallback (default 0.6).
-    """
-
-    profiles: Required[ModelProfiles | Mapping[str, Any]]
-    allowed: Required[Sequence[str]]
-    rules: Sequence[RouteRule | Mapping[str, Any]]
-    fallback: Required[str]
-    labels: Sequence[str]
-    classifier: RouteClassifier | None
-    min_confidence: float
-
-
-def _check_options(function: str, options: Mapping[str, Any]) -> None:
-    # ``**options`` takes any keyword at run time; refuse what a signature would, with Python's own message.
-    for name in options:
-        if name not in RouteOptions.__annotations__:
-            raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
-    missing = [name for name in ("profiles", "allowed", "fallback") if name not in options]
-    if missing:
-        names = " and ".join(repr(name) for name in missing)
-        plural = "s" if len(missing) > 1 else ""
-        raise TypeError(f"{function}() missing {len(missing)} required keyword-only argument{plural}: {names}")
 
 
 @dataclass(slots=True)
@@ -164,12 +126,17 @@ def _route(
     return ModelRoute(profile, models, reason, confidence, None if rule is None else str(rule))
 
 
-def _prepare(function: str, input: Any, options: RouteOptions) -> ModelRoute | _Question:
+def _prepare(
+    input: Any,
+    profiles: ModelProfiles | Mapping[str, Any],
+    allowed: Sequence[str],
+    rules: Sequence[RouteRule | Mapping[str, Any]],
+    fallback: str,
+    labels: Sequence[str],
+    min_confidence: float,
+    classifier: RouteClassifier | None,
+) -> ModelRoute | _Question:
     """The final route, or the question for the classifier (arguments checked either way)."""
-    _check_options(function, options)
-    profiles, allowed, fallback = options["profiles"], options["allowed"], options["fallback"]
-    rules, labels = options.get("rules", ()), options.get("labels", ())
-    min_confidence = options.get("min_confidence", 0.6)
     table = as_profiles(profiles)
     if isinstance(allowed, str) or not allowed:
         raise UserError(f"`allowed` must be a non-empty list of profile names, got {allowed!r}.")
@@ -200,7 +167,7 @@ def _prepare(function: str, input: Any, options: RouteOptions) -> ModelRoute | _
             return _route(plan, rule["profile"], "rule", rule=rule.get("id", index))
     if len(grant) == 1 or not (input or "").strip():
         return _route(plan, fallback, "fallback")
-    return _Question(plan, input or "", _classifier(options.get("classifier")))
+    return _Question(plan, input or "", _classifier(classifier))
 
 
 @dataclass(frozen=True)
@@ -252,7 +219,17 @@ def _classifier(classifier: Any) -> Any:
     return classifier
 
 
-def resolve_model_route(input: str | Mapping[str, str] | None, **options: Unpack[RouteOptions]) -> ModelRoute:
+def resolve_model_route(
+    input: str | Mapping[str, str] | None,
+    *,
+    profiles: ModelProfiles | Mapping[str, Any],
+    allowed: Sequence[str],
+    rules: Sequence[RouteRule | Mapping[str, Any]] = (),
+    fallback: str,
+    labels: Sequence[str] = (),
+    classifier: RouteClassifier | None = None,
+    min_confidence: float = 0.6,
+) -> ModelRoute:
     """Pick the model profile for one request.
 
     Example:
@@ -265,8 +242,14 @@ def resolve_model_route(input: str | Mapping[str, str] | None, **options: Unpack
 
     Args:
         input: the request text, or ``{"profile": name}`` to select an allowed profile explicitly.
-        **options: `RouteOptions`: ``profiles``, ``allowed`` and ``fallback`` (required), ``rules=()``,
-            ``labels=()``, ``classifier=None`` (Jev), ``min_confidence=0.6``.
+        profiles: the `ModelProfiles` (pass the same object every time: its resolution is cached).
+        allowed: the profiles this request may use; rules and the classifier only pick among them.
+        rules: `RouteRule`s on ``labels``, tried in order before any classifier.
+        fallback: the profile when nothing else decides or the classifier fails (must be allowed).
+        labels: trusted labels of the request (e.g. ``"tier:free"``), set by your server, never by the user.
+        classifier: default `jev_route_classifier()` (Jev); or a decision model, a chat model (label logprobs) or a
+            function ``(text, {profile: hint}) -> (profile, confidence)`` (see `RouteClassifier`).
+        min_confidence: a classifier answer below this confidence gives the fallback.
 
     Returns:
         The `ModelRoute`.
@@ -276,7 +259,7 @@ def resolve_model_route(input: str | Mapping[str, str] | None, **options: Unpack
             that cannot be resolved (configuration errors fail closed; classifier failures never raise).
         UserError: malformed arguments.
     """
-    question = _prepare("resolve_model_route", input, options)
+    question = _prepare(input, profiles, allowed, rules, fallback, labels, min_confidence, classifier)
     if isinstance(question, ModelRoute):
         return question
     try:
@@ -291,19 +274,34 @@ def resolve_model_route(input: str | Mapping[str, str] | None, **options: Unpack
 
 
 async def aresolve_model_route(
-    input: str | Mapping[str, str] | None, *, timeout: float | None = None, **options: Unpack[RouteOptions]
+    input: str | Mapping[str, str] | None,
+    *,
+    profiles: ModelProfiles | Mapping[str, Any],
+    allowed: Sequence[str],
+    rules: Sequence[RouteRule | Mapping[str, Any]] = (),
+    fallback: str,
+    labels: Sequence[str] = (),
+    classifier: RouteClassifier | None = None,
+    min_confidence: float = 0.6,
+    timeout: float | None = None,
 ) -> ModelRoute:
     """Async twin of `resolve_model_route`; ``classifier`` may be sync or async.
 
     Args:
         input: as for `resolve_model_route`.
-        **options: as for `resolve_model_route` (`RouteOptions`); an async ``classifier`` is awaited.
+        profiles: as for `resolve_model_route`.
+        allowed: as for `resolve_model_route`.
+        rules: as for `resolve_model_route`.
+        fallback: as for `resolve_model_route`.
+        labels: as for `resolve_model_route`.
+        classifier: as for `resolve_model_route`; an async callable is awaited.
+        min_confidence: as for `resolve_model_route`.
         timeout: seconds the classifier may take (a timeout gives the fallback); ``None`` leaves it to the classifier.
 
     Returns:
         The `ModelRoute`. Cancelling the caller cancels the classifier and raises; it never falls back.
     """
-    question = _prepare("aresolve_model_route", input, options)
+    question = _prepare(input, profiles, allowed, rules, fallback, labels, min_confidence, classifier)
     if isinstance(question, ModelRoute):
         return question
     call = getattr(question.ask, "acall", question.ask)

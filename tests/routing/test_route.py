@@ -272,16 +272,3 @@ def test_a_classifier_may_answer_with_a_mapping() -> None:
     assert route("x", classifier=_returns(answer)).reason == "classifier"
     with pytest.raises(UserError, match="`classifier` must be"):
         route("x", classifier=42)
-
-
-async def test_both_twins_refuse_an_unknown_or_missing_keyword_like_a_signature_would(jev: FakeJevServer) -> None:
-    with pytest.raises(TypeError, match=r"resolve_model_route\(\) got an unexpected keyword argument 'min_confidance'"):
-        route("Summarize this.", min_confidance=0.9)
-    with pytest.raises(
-        TypeError, match=r"aresolve_model_route\(\) missing 1 required keyword-only argument: 'fallback'"
-    ):
-        await aresolve_model_route("Summarize this.", profiles=PROFILES, allowed=ALLOWED)  # type: ignore[call-arg]
-    assert jev.requests == []
-    # The keywords left out take their defaults: no rules, no labels, Jev as classifier, min_confidence 0.6.
-    explicit = await aresolve_model_route({"profile": "fast"}, profiles=PROFILES, allowed=ALLOWED, fallback="balanced")
-    assert explicit == ModelRoute("fast", ["openai/gpt-4o-mini"], "explicit")
