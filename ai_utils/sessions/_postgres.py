@@ -12,9 +12,8 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ai_utils.exceptions import SessionFencedError
 from ai_utils.memory.postgres import PostgresCheckpointSaver
-from ai_utils.sessions._fence import FENCE, FencedWrites
+from ai_utils.sessions._fence import FENCE, FencedWrites, check_fence
 from ai_utils.sessions._schema import Cursor
 from ai_utils.sessions._store import SessionStore
 
@@ -38,11 +37,7 @@ class _FencedPostgresSaver(FencedWrites, PostgresCheckpointSaver):
         with self.pool.connection() as conn, conn.transaction(), conn.cursor(binary=True, row_factory=dict_row) as cur:
             cur.execute("SELECT lease_token FROM ai_utils_sessions WHERE session_id = %s FOR SHARE", (fence[0],))
             row = cur.fetchone()
-            if row is None or int(row["lease_token"]) != fence[1]:
-                raise SessionFencedError(
-                    f"Session {fence[0]!r} was taken over by another worker; its checkpoint write is refused.",
-                    session_id=fence[0],
-                )
+            check_fence(fence, None if row is None else row["lease_token"])
             yield cur
 
 
