@@ -29,10 +29,17 @@ T = TypeVar("T")
 
 
 def named(method: Callable[..., Any], template: Callable[..., Any], name: str, doc: str | None) -> None:
-    """Give a made ``method`` the ``name`` and ``doc`` it stands for, and ``template``'s signature."""
+    """Give a made ``method`` the ``name`` and ``doc`` it stands for, and ``template``'s signature.
+
+    A `twins` body's return annotation ``Flow[X]`` becomes ``X``, what the made method returns.
+    """
     method.__name__ = method.__qualname__ = name
     method.__doc__ = doc
-    method.__signature__ = inspect.signature(template)  # type: ignore[attr-defined]
+    signature = inspect.signature(template)
+    returns = signature.return_annotation
+    if isinstance(returns, str) and returns.startswith("Flow[") and returns.endswith("]"):
+        signature = signature.replace(return_annotation=returns[len("Flow[") : -1])
+    method.__signature__ = signature  # type: ignore[attr-defined]
 
 
 def offloaded(template: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
@@ -141,24 +148,27 @@ def _resume(flow: Flow[Any], outcome: _Outcome) -> Step[Any] | _Done:
 
 
 def twins(
-    body: Callable[Concatenate[T, P], Flow[R]], name: str, async_doc: str | None = None
-) -> tuple[Callable[Concatenate[T, P], R], Callable[Concatenate[T, P], Coroutine[Any, Any, R]]]:
-    """The sync method ``name`` (with ``body``'s docstring) and its async twin ``a<name>``, both running ``body``."""
+    body: Callable[P, Flow[R]], name: str, async_doc: str | None = None
+) -> tuple[Callable[P, R], Callable[P, Coroutine[Any, Any, R]]]:
+    """The sync function (or method) ``name`` and its async twin ``a<name>``, both running ``body``.
 
-    def method(self: T, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        flow = body(self, *args, **kwargs)
+    The sync one gets ``body``'s docstring, the async one ``async_doc`` (default: "Async twin of ...").
+    """
+
+    def sync(*args: P.args, **kwargs: P.kwargs) -> R:
+        flow = body(*args, **kwargs)
         state = _resume(flow, _Outcome(None, None))
         while isinstance(state, Step):
             state = _resume(flow, state.call())
         return cast("R", state.value)
 
-    async def amethod(self: T, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        flow = body(self, *args, **kwargs)
+    async def asynchronous(*args: P.args, **kwargs: P.kwargs) -> R:
+        flow = body(*args, **kwargs)
         state = _resume(flow, _Outcome(None, None))
         while isinstance(state, Step):
             state = _resume(flow, await state.acall())
         return cast("R", state.value)
 
-    named(method, body, name, body.__doc__)
-    named(amethod, body, f"a{name}", async_doc or f"Async twin of `{name}`.")
-    return method, amethod
+    named(sync, body, name, body.__doc__)
+    named(asynchronous, body, f"a{name}", async_doc or f"Async twin of `{name}`.")
+    return sync, asynchronous
