@@ -8,7 +8,8 @@ alike, so instead of spelling each one out:
 - `delegated(BaseCheckpointSaver.get_tuple)` hands the call to the wrapped saver ``self._inner``;
 - `twins(body)` makes a sync method and its async twin from ONE generator ``body`` that yields the
   `Step` s it needs (each names its sync and its async call) and gets their results back: the logic
-  between the calls, and its error handling, exists once (a sans-IO core, like ``jev/_protocol.py``).
+  between the calls, and its error handling, exists once (a sans-IO core, like ``jev/_protocol.py``);
+  `iterate` / `aiterate` run a body that also yields items (an iterator and its async twin).
 
 The template is LangGraph's own method, so each made method keeps its name, signature and types.
 """
@@ -21,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Gener
 from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, ParamSpec, TypeAlias, TypeVar, cast
 
-__all__ = ["Flow", "Step", "delegated", "named", "offloaded", "offloaded_iter", "twins"]
+__all__ = ["Flow", "Step", "aiterate", "delegated", "iterate", "named", "offloaded", "offloaded_iter", "twins"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -140,7 +141,7 @@ class _Done:
     value: Any
 
 
-def _resume(flow: Flow[Any], outcome: _Outcome) -> Step[Any] | _Done:
+def _resume(flow: Generator[Any, Any, Any], outcome: _Outcome) -> Any:
     try:
         return flow.throw(outcome.error) if outcome.error is not None else flow.send(outcome.value)
     except StopIteration as stop:
@@ -172,3 +173,25 @@ def twins(
     named(sync, body, name, body.__doc__)
     named(asynchronous, body, f"a{name}", async_doc or f"Async twin of `{name}`.")
     return sync, asynchronous
+
+
+def iterate(flow: Generator[T | Step[Any], Any, None]) -> Iterator[T]:
+    """Run a body that yields items AND steps: the items come out, the steps are called (sync)."""
+    outcome = _Outcome(None, None)
+    while not isinstance(state := _resume(flow, outcome), _Done):
+        if isinstance(state, Step):
+            outcome = state.call()
+        else:
+            outcome = _Outcome(None, None)
+            yield state
+
+
+async def aiterate(flow: Generator[T | Step[Any], Any, None]) -> AsyncIterator[T]:
+    """Async twin of `iterate`: the steps are awaited."""
+    outcome = _Outcome(None, None)
+    while not isinstance(state := _resume(flow, outcome), _Done):
+        if isinstance(state, Step):
+            outcome = await state.acall()
+        else:
+            outcome = _Outcome(None, None)
+            yield state

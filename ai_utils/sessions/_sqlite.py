@@ -12,16 +12,31 @@ import asyncio
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 from ai_utils.exceptions import UserError
 from ai_utils.memory.sqlite import SqliteCheckpointSaver
 from ai_utils.sessions._fence import FENCE, FencedWrites, check_fence
-from ai_utils.sessions._schema import Cursor
+from ai_utils.sessions._schema import Cursor, SaverDb
 from ai_utils.sessions._store import SessionStore
 
 __all__ = ["memory_sessions", "sqlite_sessions"]
+
+
+@contextlib.contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Cursor]:
+    """A write transaction that takes SQLite's write lock at once: committed on success, else rolled back."""
+    cur = conn.cursor()
+    try:
+        cur.execute("BEGIN IMMEDIATE")
+        yield cur
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    finally:
+        cur.close()
 
 
 class _FencedSqliteSaver(FencedWrites, SqliteCheckpointSaver):
@@ -47,48 +62,20 @@ class _FencedSqliteSaver(FencedWrites, SqliteCheckpointSaver):
             return
         with self.lock:
             self.setup()
-            cur = self.conn.cursor()
-            try:
-                cur.execute("BEGIN IMMEDIATE")
+            with _immediate(self.conn) as cur:
                 cur.execute("SELECT lease_token FROM ai_utils_sessions WHERE session_id = ?", (fence[0],))
                 row = cur.fetchone()
                 check_fence(fence, None if row is None else row[0])
                 yield cur
-                self.conn.commit()
-            except BaseException:
-                self.conn.rollback()
-                raise
-            finally:
-                cur.close()
 
 
-class _SqliteDb:
+class _SqliteDb(SaverDb[_FencedSqliteSaver]):
     """The store's `Db` on the saver's connection and lock."""
-
-    for_update = ""
-
-    def __init__(self, saver: _FencedSqliteSaver) -> None:
-        self.saver = saver
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Cursor]:
-        with self.saver.lock:
-            conn = self.saver.conn
-            cur = conn.cursor()
-            try:
-                cur.execute("BEGIN IMMEDIATE")
-                yield cur
-                conn.commit()
-            except BaseException:
-                conn.rollback()
-                raise
-            finally:
-                cur.close()
-
-    def setup(self, statements: Sequence[str]) -> None:
-        with self.write() as cur:
-            for statement in statements:
-                cur.execute(statement)
+        with self.saver.lock, _immediate(self.saver.conn) as cur:
+            yield cur
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Cursor]:
