@@ -1,17 +1,19 @@
-"""Checkpoint-saver methods written once: one rule (or one body) makes several of LangGraph's methods.
+"""Sync/async twins written once: one rule (or one body) makes several methods.
 
-A LangGraph saver has a sync and an async method for every operation. Our wrappers treat many of them
-alike, so instead of spelling each one out:
+A LangGraph saver has a sync and an async method for every operation, and so do our sessions. Our
+wrappers treat many of them alike, so instead of spelling each one out:
 
 - `offloaded(BaseCheckpointSaver.put)` is ``aput``: the sync method, run by ``self._run_sync`` (a worker
   thread, see `ThreadedAsyncSaver`); `offloaded_iter` does the same for ``list`` -> ``alist``;
 - `delegated(BaseCheckpointSaver.get_tuple)` hands the call to the wrapped saver ``self._inner``;
-- `twins(body)` makes a sync method and its async twin from ONE generator ``body`` that yields the
-  `Step` s it needs (each names its sync and its async call) and gets their results back: the logic
-  between the calls, and its error handling, exists once (a sans-IO core, like ``jev/_protocol.py``);
+  in both, the template is LangGraph's own method, so the made method keeps its name, signature and types;
+- `twins(body)` makes a sync function (or method) and its async twin from ONE generator ``body`` that
+  yields the `Step` s it needs (each names its sync and its async call) and gets their results back: the
+  logic between the calls, and its error handling, exists once (a sans-IO core, like ``jev/_protocol.py``);
   `iterate` / `aiterate` run a body that also yields items (an iterator and its async twin).
 
-The template is LangGraph's own method, so each made method keeps its name, signature and types.
+A step's ``Exception`` is raised inside the body at its ``yield`` (so ``try``/``except`` there works as in
+straight code); a ``BaseException`` (cancellation, ``KeyboardInterrupt``) propagates at once.
 """
 
 from __future__ import annotations
