@@ -101,7 +101,7 @@ def delegated(template: Callable[Concatenate[Any, P], R]) -> Callable[Concatenat
     return cast("Callable[Concatenate[Any, P], R]", method)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Step(Generic[T]):
     """One call a `twins` body needs: its sync form and its async form, with the arguments for both."""
 
@@ -132,13 +132,13 @@ Flow: TypeAlias = Generator[Step[Any], Any, R]
 """A `twins` body: yields steps, receives each step's result (or its exception, raised at the ``yield``)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Outcome:
     value: Any
     error: Exception | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Done:
     value: Any
 
