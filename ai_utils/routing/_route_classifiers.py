@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from typing import Any, TypeAlias
 
 __all__ = [
+    "DecisionModelClassifier",
     "JevRouteClassifier",
     "RouteChoice",
-    "DecisionModelClassifier",
     "RouteClassifier",
     "choice_of",
     "jev_route_classifier",
