@@ -13,8 +13,7 @@ from typing import Any
 from _harness import Metric
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ai_utils.jev import JevClient
-from ai_utils.jev.tool_caller import JevTool, JevToolCaller
+from ai_utils.jev import JevClient, JevTool, JevToolCaller
 from ai_utils.jev.tool_caller import _core as core
 from ai_utils.testing.jev_server import FakeJevServer
 

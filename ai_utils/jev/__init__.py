@@ -27,7 +27,7 @@ from ai_utils.jev.questions import (
     noul,
     score,
 )
-from ai_utils.jev.tool_caller import (
+from ai_utils.jev.tool_caller._types import (
     ConfidenceGate,
     JevBelow,
     JevGated,

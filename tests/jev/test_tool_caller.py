@@ -10,15 +10,15 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel
 
-from ai_utils.jev.tool_caller import (
+from ai_utils.jev import (
     ConfidenceGate,
     JevGated,
     JevNoParamOptionsError,
     JevParamsError,
     JevReturn,
     JevTool,
-    JevToolCaller,
 )
+from ai_utils.jev.tool_caller import JevToolCaller
 from ai_utils.testing.jev_server import FakeJevServer
 
 SECRET = "sk-SENTINEL-7f3a9c"

@@ -11,7 +11,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel
 
 from ai_utils.exceptions import AiUtilsError, UserError
-from ai_utils.jev.tool_caller import JevGated, JevNoParamOptionsError, JevReturn, JevTool, JevToolCaller
+from ai_utils.jev import JevGated, JevNoParamOptionsError, JevReturn, JevTool, JevToolCaller
 from ai_utils.testing.jev_server import FakeJevServer
 
 SECRET = "sk-SENTINEL-7f3a9c"

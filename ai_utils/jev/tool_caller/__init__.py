@@ -34,41 +34,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ai_utils._lazy import lazy_exports
-from ai_utils.jev.tool_caller._types import (
-    ConfidenceGate,
-    JevBelow,
-    JevGated,
-    JevInterrupt,
-    JevMetadata,
-    JevNoParamOptionsError,
-    JevOutput,
-    JevParamChoice,
-    JevParamsError,
-    JevProposalChangedError,
-    JevReturn,
-    JevTool,
-    JevToolChoice,
-)
 
 if TYPE_CHECKING:
     from ai_utils.jev.tool_caller._caller import JevToolCaller
 
-__all__ = [
-    "ConfidenceGate",
-    "JevBelow",
-    "JevGated",
-    "JevInterrupt",
-    "JevMetadata",
-    "JevNoParamOptionsError",
-    "JevOutput",
-    "JevParamChoice",
-    "JevParamsError",
-    "JevProposalChangedError",
-    "JevReturn",
-    "JevTool",
-    "JevToolCaller",
-    "JevToolChoice",
-]
+__all__ = ["JevToolCaller"]
 
-# The data types need only pydantic; `JevToolCaller` (LangGraph) loads on first access.
+# Lazy, so that `ai_utils.jev` can import the data types (`_types`, pydantic only) without LangGraph.
 __getattr__, __dir__ = lazy_exports(__name__, {"JevToolCaller": "ai_utils.jev.tool_caller._caller"}, globals(), __all__)

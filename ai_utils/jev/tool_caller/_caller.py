@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -117,9 +118,12 @@ class JevToolCaller:
         self.model = model
         self.context_schema = context_schema
         self.checkpointer = checkpointer
-        self._system_prompt = core.system_prompt(prompt)
-        self._jev = JevClient(
+        jev = JevClient(
             api_key=api_key, base_url=base_url, model=model, timeout=timeout, http_client=shared_http_client()
+        )
+        # The caller's part of every run's context; each run copies it with its own tools and call.
+        self._settings = RunContext(
+            prompt=core.system_prompt(prompt), tools={}, jev=jev, gate=self._gate, interrupt_on=self._interrupt_on
         )
         self._graph = build_graph(checkpointer)
 
@@ -246,12 +250,9 @@ class JevToolCaller:
         """The run's context and config, once the forced tool (``call_tool``) is known to be one of ``tools``."""
         if call.tool is not None and call.tool not in tools:
             unknown_tool(call.tool, tools)
-        run = RunContext(
-            prompt=self._system_prompt,
+        run = dataclasses.replace(
+            self._settings,
             tools=tools,
-            jev=self._jev,
-            gate=self._gate,
-            interrupt_on=self._interrupt_on,
             context=call.context,
             thread_id=call.thread_id,
             timeout=call.timeout,
