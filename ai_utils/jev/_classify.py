@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from typing_extensions import TypedDict, Unpack
 
 from ai_utils.exceptions import UserError
+from ai_utils.jev._options import check_options
 from ai_utils.jev._validation import Provider
 from ai_utils.jev.client import DEFAULT_MODEL, JevClient, QuestionInput, shared_http_client
 from ai_utils.jev.questions import Answer, ClassifyResult, Questions
@@ -129,10 +130,7 @@ async def aclassify(state: Any, questions: Any, **options: Unpack[ClassifyOption
 
 def _split(entry: str, options: Mapping[str, Any]) -> tuple[BaseChatModel | None, dict[str, Any]]:
     """``(llm, the JevClient options)``; with ``llm``, no Jev option may differ from its default."""
-    unknown = sorted(set(options) - ClassifyOptions.__optional_keys__)
-    if unknown:
-        # What Python says for an undeclared keyword: the options are a TypedDict, so it cannot say it itself.
-        raise TypeError(f"{entry}() got an unexpected keyword argument {unknown[0]!r}")
+    check_options(entry, options, ClassifyOptions)
     llm = options.get("llm")
     jev = {name: options.get(name, default) for name, default in _JEV_DEFAULTS.items()}
     given = [name for name, value in jev.items() if value != _JEV_DEFAULTS[name]]

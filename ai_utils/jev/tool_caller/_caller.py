@@ -11,12 +11,14 @@ from typing import Any, Literal
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel
+from typing_extensions import TypedDict, Unpack
 
 from ai_utils._run.args import check_prompt
 from ai_utils._run.calls import aresume_input, check_thread, resume_input, run_config
 from ai_utils._utils import run_sync
 from ai_utils.client import Decision
 from ai_utils.exceptions import UserError
+from ai_utils.jev._options import check_options
 from ai_utils.jev.client import DEFAULT_MODEL, JevClient, shared_http_client
 from ai_utils.jev.tool_caller import _core as core
 from ai_utils.jev.tool_caller._graph import build_graph
@@ -36,6 +38,29 @@ from ai_utils.tools._mcp_config import MCPServer, normalize_mcp_servers
 __all__ = ["JevToolCaller"]
 
 _DECISIONS = ("approve", "reject")
+
+
+class InvokeOptions(TypedDict, total=False):
+    """The keyword options of `JevToolCaller.invoke` and `ainvoke` (documented on `invoke`)."""
+
+    thread_id: str | None
+    context: Any
+    decision: Decision | None
+    debug: bool
+    timeout: float | None
+
+
+class _CallToolTarget(TypedDict):
+    # Required keys by inheritance: `Required[...]` is not seen at run time under postponed annotations.
+    tool: str
+    params: Mapping[str, Any]
+
+
+class CallToolOptions(_CallToolTarget, total=False):
+    """The keyword options of `JevToolCaller.call_tool` and `acall_tool` (documented on `call_tool`)."""
+
+    thread_id: str | None
+    context: Any
 
 
 @dataclass(frozen=True)
@@ -143,16 +168,7 @@ class JevToolCaller:
 
     # --- public shells: each checks its arguments, then runs the one core -----------------------------------
 
-    def invoke(
-        self,
-        request: Mapping[str, Any] | None = None,
-        *,
-        thread_id: str | None = None,
-        context: Any = None,
-        decision: Decision | None = None,
-        debug: bool = False,
-        timeout: float | None = None,
-    ) -> JevOutput:
+    def invoke(self, request: Mapping[str, Any] | None = None, **options: Unpack[InvokeOptions]) -> JevOutput:
         """Pick a tool and its params for ``request`` and run it once (or resume a pending proposal).
 
         Args:
@@ -176,54 +192,35 @@ class JevToolCaller:
             JevParamsError: (a `TypeError`) ``params`` gave something other than lists.
             JevAPIError: Jev failed (`JevTimeoutError` on timeouts).
         """
-        return self._invoke(self._check("invoke", request, thread_id, context, decision, debug, timeout))
+        return self._invoke(self._check("invoke", request, options))
 
-    async def ainvoke(
-        self,
-        request: Mapping[str, Any] | None = None,
-        *,
-        thread_id: str | None = None,
-        context: Any = None,
-        decision: Decision | None = None,
-        debug: bool = False,
-        timeout: float | None = None,
-    ) -> JevOutput:
+    async def ainvoke(self, request: Mapping[str, Any] | None = None, **options: Unpack[InvokeOptions]) -> JevOutput:
         """Async `invoke`: the same arguments, result and errors."""
-        return await self._ainvoke(self._check("ainvoke", request, thread_id, context, decision, debug, timeout))
+        return await self._ainvoke(self._check("ainvoke", request, options))
 
-    def call_tool(
-        self,
-        request: Mapping[str, Any] | None,
-        *,
-        tool: str,
-        params: Mapping[str, Any],
-        thread_id: str | None = None,
-        context: Any = None,
-    ) -> JevReturn:
+    def call_tool(self, request: Mapping[str, Any] | None, **options: Unpack[CallToolOptions]) -> JevReturn:
         """Run ``tool`` with ``params`` without asking Jev (an override, e.g. after `JevGated`).
 
         The params are checked against the tool's candidates (bounded): each value must be one of them (the
         same object, an equal one, or its JSON form as in a `JevGated`); ``func`` receives the candidate
         object. The gate and ``interrupt_on`` are bypassed; history is kept as with `invoke`.
 
+        Args:
+            request: the request fields (may be ``None``), kept in the thread's history as with `invoke`.
+            tool: the tool to run (MCP tools: ``<server>__<tool>``).
+            params: one value per parameter, each among the tool's candidates.
+            thread_id: as in `invoke`.
+            context: as in `invoke`.
+
         Raises:
             UserError: an unknown tool or invalid arguments.
             JevParamsError: (a `TypeError`) unknown or missing keys, or a value outside the candidates.
         """
-        return _returned(self._invoke(self._check_forced("call_tool", request, tool, params, thread_id, context)))
+        return _returned(self._invoke(self._check_forced("call_tool", request, options)))
 
-    async def acall_tool(
-        self,
-        request: Mapping[str, Any] | None,
-        *,
-        tool: str,
-        params: Mapping[str, Any],
-        thread_id: str | None = None,
-        context: Any = None,
-    ) -> JevReturn:
+    async def acall_tool(self, request: Mapping[str, Any] | None, **options: Unpack[CallToolOptions]) -> JevReturn:
         """Async `call_tool`."""
-        call = self._check_forced("acall_tool", request, tool, params, thread_id, context)
-        return _returned(await self._ainvoke(call))
+        return _returned(await self._ainvoke(self._check_forced("acall_tool", request, options)))
 
     # --- the core: one run of the graph -------------------------------------------------------------------
 
@@ -272,9 +269,9 @@ class JevToolCaller:
 
     # --- call checks ------------------------------------------------------------------------------------------
 
-    def _check(
-        self, entry: str, request: Any, thread_id: Any, context: Any, decision: Any, debug: bool, timeout: Any
-    ) -> _Call:
+    def _check(self, entry: str, request: Any, options: InvokeOptions) -> _Call:
+        check_options(entry, options, InvokeOptions)
+        decision, timeout = options.get("decision"), options.get("timeout")
         if decision is not None and request is not None:
             raise UserError(
                 "Pass either request fields (a new request) or `decision` (answer the pending proposal), "
@@ -286,24 +283,26 @@ class JevToolCaller:
             raise UserError("Nothing to do: pass the request fields, e.g. `invoke({'question': '...'})`.")
         if decision is not None and decision not in _DECISIONS:
             raise UserError(f"`decision` must be 'approve' or 'reject', got {decision!r}.")
-        self._check_thread(thread_id, resuming=decision is not None)
+        self._check_thread(options.get("thread_id"), resuming=decision is not None)
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
             raise UserError(f"`timeout` must be a number of seconds > 0, got {timeout!r}.")
         return _Call(
             entry,
             None if request is None else core.check_request(request),
-            validate_context(self.context_schema, context),
-            thread_id,
+            validate_context(self.context_schema, options.get("context")),
+            options.get("thread_id"),
             timeout,
             decision,
-            debug,
+            options.get("debug", False),
         )
 
-    def _check_forced(self, entry: str, request: Any, tool: str, params: Any, thread_id: Any, context: Any) -> _Call:
+    def _check_forced(self, entry: str, request: Any, options: CallToolOptions) -> _Call:
+        check_options(entry, options, CallToolOptions)
+        thread_id = options.get("thread_id")
         self._check_thread(thread_id, resuming=False)
         checked = None if request is None else core.check_request(request)
-        context = validate_context(self.context_schema, context)
-        return _Call(entry, checked, context, thread_id, tool=tool, params=check_forced(params))
+        context = validate_context(self.context_schema, options.get("context"))
+        return _Call(entry, checked, context, thread_id, tool=options["tool"], params=check_forced(options["params"]))
 
     def _check_thread(self, thread_id: Any, *, resuming: bool) -> None:
         check_thread(
