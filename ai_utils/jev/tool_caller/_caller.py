@@ -228,16 +228,18 @@ class JevToolCaller:
         if self._servers:  # MCP sessions are async: the sync twin drives the async core
             return run_sync(lambda: self._ainvoke(call), what=f"JevToolCaller.{call.entry} with MCP servers")
         run, config = self._start(by_name(self._tools), call)
-        graph_input = self._fresh(call) or resume_input(self._graph, config, call.decision, None, idle=_idle(call))
+        graph_input: Any = self._fresh(call)
+        if graph_input is None:
+            graph_input = resume_input(self._graph, config, call.decision, None, idle=_idle(call))
         return result(self._graph.invoke(graph_input, config, **self._run_options(run)), run, call.debug)
 
     async def _ainvoke(self, call: _Call) -> JevOutput:
         async with run_tools(self._tools, self._servers, self._warn_unknown) as tools:
             run, config = self._start(tools, call)
             try:
-                graph_input = self._fresh(call) or await aresume_input(
-                    self._graph, config, call.decision, None, idle=_idle(call)
-                )
+                graph_input: Any = self._fresh(call)
+                if graph_input is None:
+                    graph_input = await aresume_input(self._graph, config, call.decision, None, idle=_idle(call))
                 output = await self._graph.ainvoke(graph_input, config, **self._run_options(run))
             finally:
                 await run.aclose()

@@ -30,16 +30,15 @@ def check_interrupt_on(interrupt_on: Any) -> dict[str, str | Callable[..., str]]
 
 def check_gate(gate: Any) -> ConfidenceGate:
     """``confidence_gate=`` as a `ConfidenceGate` (default: threshold 0.5)."""
-    if gate is None:
-        return ConfidenceGate()
     if isinstance(gate, ConfidenceGate):
         return gate
-    if isinstance(gate, Mapping):
-        unknown = set(gate) - {"min_confidence", "tools"}
-        if unknown:
-            raise UserError(f"confidence_gate keys {sorted(unknown)!r} are unknown; use `min_confidence` and `tools`.")
-        return ConfidenceGate(min_confidence=gate.get("min_confidence"), tools=gate.get("tools") or {})
-    raise UserError(f"`confidence_gate` must be a ConfidenceGate or a mapping, got {type(gate).__name__}.")
+    options = {} if gate is None else gate  # no gate given: the default thresholds
+    if not isinstance(options, Mapping):
+        raise UserError(f"`confidence_gate` must be a ConfidenceGate or a mapping, got {type(gate).__name__}.")
+    unknown = set(options) - {"min_confidence", "tools"}
+    if unknown:
+        raise UserError(f"confidence_gate keys {sorted(unknown)!r} are unknown; use `min_confidence` and `tools`.")
+    return ConfidenceGate(min_confidence=options.get("min_confidence"), tools=options.get("tools") or {})
 
 
 def check_forced(params: Any) -> dict[str, Any]:
