@@ -96,6 +96,8 @@ def test_call_errors(jev: FakeJevServer) -> None:
         caller.invoke({"q": "x"}, thread_id="t", decision="approve")
     with pytest.raises(UserError, match="'approve' or 'reject'"):
         caller.invoke(thread_id="t", decision="maybe")
+    with pytest.raises(UserError, match="'approve' or 'reject', got \\{'type': 'edit'"):  # Agent's forms are not Jev's
+        caller.invoke(thread_id="t", decision={"type": "edit", "args": {"perm": "admin"}})
     with pytest.raises(UserError, match="Nothing to do"):
         caller.invoke(thread_id="t")
     with pytest.raises(UserError, match="empty"):
