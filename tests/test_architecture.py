@@ -182,3 +182,15 @@ def test_the_checker_sees_lazy_imports_and_skips_type_checking_ones(tmp_path: Pa
     assert any(i.module == "ai_utils.routing._middleware" for i in seen)  # inside __init__
     assert not any(i.module == "ai_utils.routing.modes" for i in seen)  # under TYPE_CHECKING only
     assert any(i.module == "ai_utils.routing.modes" for i in imports(source, type_checking=True))
+
+
+def test_the_run_path_imports_no_room_below_it_even_for_type_checking() -> None:
+    # The one run path must not know its users (wrappers, sessions, loops): they plug into it, not the reverse.
+    index = room_index()
+    below = [
+        f"ai_utils/{imp.file}:{imp.line} imports {imp.module}"
+        for path in sorted((PACKAGE / "_run").glob("*.py"))
+        for imp in imports(path, type_checking=True)
+        if imp.module.startswith("ai_utils.") and index[room_of(imp.module, index) or "_run/"] > index["_run/"]
+    ]
+    assert below == []

@@ -43,8 +43,6 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langgraph.types import Checkpointer
 
-    from ai_utils.routing.modes import ModeRouter
-    from ai_utils.sessions._store import SessionStore
     from ai_utils.tools.registry import ToolRegistry
 
 __all__ = ["Wrapper", "WrapperOptions"]
@@ -64,9 +62,8 @@ class WrapperOptions(TypedDict, total=False):
     name: str | None
     context_schema: type[Any] | None
     callbacks: Sequence[BaseCallbackHandler]
-    modes: ModeRouter | None
     retries: int
-    sessions: SessionStore | None
+    # ``modes`` and ``sessions`` are typed by each wrapper: their types live in rooms below this one.
 
 
 class Wrapper(GraphRunner[OutputT]):

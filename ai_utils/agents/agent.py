@@ -49,6 +49,8 @@ class AgentOptions(WrapperOptions, total=False):
     on_provider_error: OnProviderError | None
     max_iterations: int | None
     durability: Durability
+    modes: ModeRouter | None
+    sessions: SessionStore | None
 
 
 class Agent(Wrapper[OutputT]):
@@ -237,10 +239,10 @@ class Agent(Wrapper[OutputT]):
             The answer text, the ``output`` model instance, a `DirectiveResult` with ``actions``, or an
             interrupt chunk (``{"kind": "interrupt", ...}``) when a tool waits for approval.
         """
-        return self._result(self._invoke(RunCall.of("Agent", "invoke", input, options)), actor)
+        return self._result(self._invoke(RunCall.of(self._owner, "invoke", input, options)), actor)
 
     async def ainvoke(
         self, input: Any = None, *, actor: Any = None, **options: Unpack[RunOptions]
     ) -> OutputT | Interrupt:
         """Async twin of `invoke`."""
-        return self._result(await self._ainvoke(RunCall.of("Agent", "ainvoke", input, options)), actor)
+        return self._result(await self._ainvoke(RunCall.of(self._owner, "ainvoke", input, options)), actor)

@@ -64,6 +64,8 @@ class DeepAgentOptions(WrapperOptions, total=False):
     subagents: Sequence[SubAgent | CompiledSubAgent | AsyncSubAgent] | None
     skills: Sequence[str] | None
     store: BaseStore | None
+    modes: ModeRouter | None
+    sessions: SessionStore | None
 
 
 class DeepAgent(Wrapper[OutputT]):
