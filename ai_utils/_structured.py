@@ -194,8 +194,12 @@ class _Attempts(Generic[T]):
     def judge(self, reply: Any) -> T:
         return self.check(reply, self.is_last)
 
-    def failed(self, invalid: InvalidReply) -> None:
-        """Record a failed attempt: feed the error back, or raise when no attempt is left."""
+    def failed(self, error: InvalidReply | ValidationError) -> None:
+        """Record a failed attempt: feed the error back, or raise when no attempt is left.
+
+        ``error`` is a rejected reply, or the validation error of a provider that validates in the call.
+        """
+        invalid = _error_from_call(error) if isinstance(error, ValidationError) else error
         self.last = invalid
         if self.is_last:
             raise ModelOutputError(
@@ -246,10 +250,8 @@ def invoke_checked(
     while True:
         try:
             return state.judge(runnable.invoke(state.start(), config))
-        except ValidationError as error:
-            state.failed(_error_from_call(error))
-        except InvalidReply as invalid:
-            state.failed(invalid)
+        except (ValidationError, InvalidReply) as error:
+            state.failed(error)
 
 
 async def ainvoke_checked(
@@ -267,10 +269,8 @@ async def ainvoke_checked(
     while True:
         try:
             return state.judge(await runnable.ainvoke(state.start(), config))
-        except ValidationError as error:
-            state.failed(_error_from_call(error))
-        except InvalidReply as invalid:
-            state.failed(invalid)
+        except (ValidationError, InvalidReply) as error:
+            state.failed(error)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ Messages name the offending value with `!r` and end with the fix.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "AiUtilsError",
@@ -48,7 +48,24 @@ __all__ = [
 
 
 class AiUtilsError(Exception):
-    """Root of every error ai_utils raises on purpose."""
+    """Root of every error ai_utils raises on purpose.
+
+    Every subclass pickles with its message and the attributes its ``__init__`` set, whatever keywords that
+    ``__init__`` takes (plain `Exception` pickling would call it again with the message alone).
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt without calling __init__ again: args (the message) and the attribute dict are restored as-is.
+        return (_rebuild, (type(self), self.args), self.__dict__ or None)
+
+
+_E = TypeVar("_E", bound=AiUtilsError)
+
+
+def _rebuild(cls: type[_E], args: tuple[Any, ...]) -> _E:
+    error = cls.__new__(cls, *args)
+    error.args = args  # OSError subclasses with their own __init__ (JevTimeoutError) leave args to it
+    return error
 
 
 class UserError(AiUtilsError):
@@ -68,13 +85,6 @@ class ModelProfileError(UserError):
         super().__init__(message)
         self.profile = profile
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_model_profile_error, (str(self), self.profile))
-
-
-def _rebuild_model_profile_error(message: str, profile: str) -> ModelProfileError:
-    return ModelProfileError(message, profile=profile)
-
 
 class ModelOutputError(AiUtilsError):
     """A model reply could not be validated, also after the allowed retries.
@@ -91,13 +101,6 @@ class ModelOutputError(AiUtilsError):
         self.attempts = attempts
         self.output = output
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_model_output_error, (str(self), self.errors, self.attempts, self.output))
-
-
-def _rebuild_model_output_error(message: str, errors: str, attempts: int, output: str | None) -> ModelOutputError:
-    return ModelOutputError(message, errors=errors, attempts=attempts, output=output)
-
 
 class ProviderError(AiUtilsError):
     """A model provider (HTTP API or local CLI) failed to answer.
@@ -109,13 +112,6 @@ class ProviderError(AiUtilsError):
     def __init__(self, message: str, *, provider: str) -> None:
         super().__init__(message)
         self.provider = provider
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_provider_error, (str(self), self.provider))
-
-
-def _rebuild_provider_error(message: str, provider: str) -> ProviderError:
-    return ProviderError(message, provider=provider)
 
 
 class SessionFencedError(AiUtilsError):
@@ -130,13 +126,6 @@ class SessionFencedError(AiUtilsError):
     def __init__(self, message: str, *, session_id: str) -> None:
         super().__init__(message)
         self.session_id = session_id
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_fenced, (str(self), self.session_id))
-
-
-def _rebuild_fenced(message: str, session_id: str) -> SessionFencedError:
-    return SessionFencedError(message, session_id=session_id)
 
 
 class MessageIdInUseError(UserError):
@@ -153,13 +142,6 @@ class MessageIdInUseError(UserError):
         super().__init__(message)
         self.message_id = message_id
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_in_use, (str(self), self.message_id))
-
-
-def _rebuild_in_use(message: str, message_id: str) -> MessageIdInUseError:
-    return MessageIdInUseError(message, message_id=message_id)
-
 
 class LoopDefinitionError(UserError):
     """A governed loop definition is invalid (unknown step, bad CEL, ``next`` to nowhere, a cycle with no exit, ...).
@@ -171,13 +153,6 @@ class LoopDefinitionError(UserError):
     def __init__(self, message: str, *, step_key: str | None = None) -> None:
         super().__init__(message)
         self.step_key = step_key
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_loop_definition_error, (str(self), self.step_key))
-
-
-def _rebuild_loop_definition_error(message: str, step_key: str | None) -> LoopDefinitionError:
-    return LoopDefinitionError(message, step_key=step_key)
 
 
 class LoopError(AiUtilsError):
@@ -192,13 +167,6 @@ class LoopError(AiUtilsError):
         super().__init__(message)
         self.step_key = step_key
         self.path = path
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_loop_error, (str(self), self.step_key, self.path))
-
-
-def _rebuild_loop_error(message: str, step_key: str | None, path: str | None) -> LoopError:
-    return LoopError(message, step_key=step_key, path=path)
 
 
 class LoopPermissionDeniedError(LoopError):
@@ -215,12 +183,3 @@ class LoopPermissionDeniedError(LoopError):
         super().__init__(message, step_key=step_key)
         self.rule_id = rule_id
         self.tool = tool
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_loop_permission_denied_error, (str(self), self.step_key, self.rule_id, self.tool))
-
-
-def _rebuild_loop_permission_denied_error(
-    message: str, step_key: str | None, rule_id: str | None, tool: str
-) -> LoopPermissionDeniedError:
-    return LoopPermissionDeniedError(message, step_key=step_key, rule_id=rule_id, tool=tool)

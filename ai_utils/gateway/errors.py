@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from ai_utils.exceptions import AiUtilsError
 
@@ -25,9 +25,6 @@ class GatewayError(AiUtilsError):
     def __init__(self, message: str, decisions: Sequence[PolicyDecision] = ()) -> None:
         super().__init__(message)
         self.decisions: list[PolicyDecision] = list(decisions)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (str(self), self.decisions))
 
 
 class AuditWriteError(GatewayError):

@@ -38,18 +38,9 @@ class JevAPIError(JevError):
         self.body = body
         self.request_id = request_id
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_api_error, (type(self), str(self), self.status, self.body, self.request_id))
-
 
 class JevResponseError(JevAPIError):
     """A 2xx reply that is not valid JSON, or does not answer the questions that were asked."""
-
-
-def _rebuild_api_error(
-    cls: type[JevAPIError], message: str, status: int, body: Any, request_id: str | None
-) -> JevAPIError:
-    return cls(message, status=status, body=body, request_id=request_id)
 
 
 class JevTimeoutError(JevError, TimeoutError):
@@ -62,13 +53,6 @@ class JevTimeoutError(JevError, TimeoutError):
     def __init__(self, message: str, *, timeout: float) -> None:
         super().__init__(message)
         self.timeout = timeout
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_timeout_error, (str(self), self.timeout))
-
-
-def _rebuild_timeout_error(message: str, timeout: float) -> JevTimeoutError:
-    return JevTimeoutError(message, timeout=timeout)
 
 
 class JevConnectionError(JevError, ConnectionError):

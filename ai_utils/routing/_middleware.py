@@ -2,28 +2,34 @@
 
 Per model call it routes the turn's user message (the last human message) and narrows the request: only the
 mode's tools, the mode instruction appended to the system prompt, and no tools at all once the turn has used
-``max_tool_iterations`` tool rounds. Per tool call it refuses a tool outside the mode (or past the limit) with
-an error result, so a model that calls a tool it was not offered gets told, not obeyed. The graph is built
-once; nothing here rebuilds it. Routing is stateless (the same message always gives the same mode), so a
+``max_tool_iterations`` tool rounds. A call in the model's answer to a tool outside the mode (or past the
+limit) is answered in the same step with an error result, so the tool node never runs it and the model gets
+told, not obeyed. The graph is built once; nothing here rebuilds it.
+
+Everything happens in the one model-call hook, with no tool-call hook: `create_agent` wraps each middleware
+hook in langsmith's ``traceable``, about 40 µs per hook call with tracing off (``bench_routing.py``), which on
+a zero-latency turn is more than the routing itself. The refusals reuse `create_agent`'s own path for
+injected tool results (an AI message whose calls are all answered goes back to the model, as a HITL reject
+does). Routing is stateless (the same message always gives the same mode), so a
 resumed run, a crash-continued turn and a replayed checkpoint all see the mode the turn started with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from ai_utils.exceptions import UserError
 from ai_utils.routing._context import build_mode_tool_instruction, build_system_content
-from ai_utils.routing.modes import ModeDecision, ModeRouter
+from ai_utils.routing.modes import KeywordModeRouter, ModeDecision, ModeRouter
 from ai_utils.streaming._adapter import mode_part
 
-_T = TypeVar("_T")
+_CACHE_SIZE = 256
 
 __all__ = ["ModeMiddleware"]
 
@@ -59,6 +65,19 @@ def _with_instruction(system: SystemMessage | None, instruction: str) -> SystemM
     return SystemMessage([*content, {"type": "text", "text": instruction}])
 
 
+class _Narrowed(NamedTuple):
+    """One model call's view of its turn: the decision, the tools offered and the narrowed system message."""
+
+    decision: ModeDecision
+    exhausted: bool
+    allowed: frozenset[str]
+    tools: list[Any]
+    names: list[str]
+    system: SystemMessage
+    # Held so the ids in the cache key cannot be reused by other objects while the entry lives.
+    keep: tuple[Any, ...]
+
+
 class ModeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Per-turn mode routing for a `create_agent` graph (see the module docstring).
 
@@ -74,6 +93,9 @@ class ModeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 "it needs a `resolve(message, history=())` method returning a ModeDecision."
             )
         self.router = router
+        # Our own router's shared decision (the middleware never changes it) saves `resolve`'s defensive copy.
+        self._route = router._route if isinstance(router, KeywordModeRouter) else router.resolve
+        self._views: dict[tuple[Any, ...], _Narrowed] = {}
 
     @property
     def name(self) -> str:
@@ -81,79 +103,90 @@ class ModeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return "ai_utils.ModeRouting"
 
     def _decide(self, message: str) -> ModeDecision:
-        decision = self.router.resolve(message)
+        decision = self._route(message)
         if not isinstance(decision, ModeDecision):
             raise UserError(f"The mode router returned {decision!r}; `resolve` must return a ModeDecision.")
         return decision
 
-    def _narrow(self, request: ModelRequest) -> ModelRequest:
+    def _view(self, request: ModelRequest) -> tuple[_Narrowed, int]:
         message, calls, rounds = _turn(request.messages)
         decision = self._decide(message)
-        allowed = set(decision.allowed_tools) if rounds < decision.max_tool_iterations else set()
-        tools = [t for t in request.tools if _tool_name(t) in allowed]
-        names = [name for t in tools if (name := _tool_name(t)) is not None]
+        exhausted = rounds >= decision.max_tool_iterations
+        system = request.system_message
+        # The same turn (and every turn routed to the same mode) narrows the same tools and prompt: build the
+        # tool list and the system message once per (mode, tools, prompt), not once per model call.
+        key = (decision.mode, *decision.allowed_tools, exhausted, id(system), *map(id, request.tools))
+        view = self._views.get(key)
+        if view is None or (view.decision is not decision and view.decision != decision):
+            allowed = frozenset(() if exhausted else decision.allowed_tools)
+            tools = [t for t in request.tools if _tool_name(t) in allowed]
+            names = [name for t in tools if (name := _tool_name(t)) is not None]
+            instruction = build_mode_tool_instruction(mode=decision.mode, tool_names=names)
+            view = _Narrowed(decision, exhausted, allowed, tools, names, _with_instruction(system, instruction),
+                             (system, *request.tools))  # fmt: skip
+            if len(self._views) >= _CACHE_SIZE:
+                self._views.clear()
+            self._views[key] = view
+        return view, calls
+
+    def _narrow(self, request: ModelRequest) -> tuple[ModelRequest, _Narrowed]:
+        view, calls = self._view(request)
         if calls == 0:
             # The turn's first model call: announce the mode before the model streams anything.
-            request.runtime.stream_writer(mode_part(decision.mode, names))
-        instruction = build_mode_tool_instruction(mode=decision.mode, tool_names=names)
-        overrides: dict[str, Any] = {
-            "tools": tools,
-            "system_message": _with_instruction(request.system_message, instruction),
-        }
-        if not tools and request.tool_choice is not None:
+            request.runtime.stream_writer(mode_part(view.decision.mode, list(view.names)))
+        overrides: dict[str, Any] = {"tools": list(view.tools), "system_message": view.system}
+        if not view.tools and request.tool_choice is not None:
             overrides["tool_choice"] = None
-        return request.override(**overrides)
+        return request.override(**overrides), view
 
-    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
-        """Offer only the mode's tools and add the mode instruction to the system prompt."""
-        return handler(self._narrow(request))
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse | ExtendedModelResponse[Any]:
+        """Offer only the mode's tools, add the mode instruction, refuse calls outside the mode."""
+        narrowed, view = self._narrow(request)
+        return _refused(handler(narrowed), view)
 
-    # Plain methods that hand back the handler's awaitable: LangChain wraps every wrap_* hook in langsmith's
-    # `traceable`, whose wrapper for an `async def` hops to a thread twice per call even with tracing off (about
-    # +25% on a zero-latency turn, bench_routing.py); the sync wrapper does not hop.
+    # A plain method that hands back a coroutine: LangChain wraps every wrap_* hook in langsmith's `traceable`,
+    # whose wrapper for an `async def` hops to a thread twice per call even with tracing off (about +25% on a
+    # zero-latency turn, bench_routing.py); the sync wrapper does not hop.
     def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
-    ) -> Coroutine[Any, Any, ModelResponse]:
+    ) -> Coroutine[Any, Any, ModelResponse | ExtendedModelResponse[Any]]:
         """Async twin of `wrap_model_call`."""
-        return _awaited(handler(self._narrow(request)))
-
-    def _refusal(self, request: ToolCallRequest) -> ToolMessage | None:
-        state = request.state
-        messages = state.get("messages", []) if isinstance(state, dict) else getattr(state, "messages", [])
-        message, _, rounds = _turn(messages)
-        decision = self._decide(message)
-        call = request.tool_call
-        name = call["name"]
-        if name in decision.allowed_tools and rounds <= decision.max_tool_iterations:
-            return None
-        if name in decision.allowed_tools:
-            reason = f"this turn used its {decision.max_tool_iterations} tool rounds in mode `{decision.mode}`"
-        else:
-            reason = f"it is not allowed in mode `{decision.mode}`"
-        allowed = ", ".join(decision.allowed_tools) or "(none)"
-        text = f"Tool `{name}` was refused: {reason}. ALLOWED_TOOLS_NOW: {allowed}. Answer without it."
-        return ToolMessage(text, tool_call_id=call["id"], name=name, status="error")
-
-    def wrap_tool_call(
-        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
-    ) -> ToolMessage | Command[Any]:
-        """Refuse a tool outside the turn's mode, or past its tool-round limit, with an error result."""
-        refusal = self._refusal(request)
-        return refusal if refusal is not None else handler(request)
-
-    def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> Coroutine[Any, Any, ToolMessage | Command[Any]]:
-        """Async twin of `wrap_tool_call`."""
-        refusal = self._refusal(request)
-        return _ready(refusal) if refusal is not None else _awaited(handler(request))
+        narrowed, view = self._narrow(request)
+        return _arefused(handler(narrowed), view)
 
 
-async def _ready(message: ToolMessage) -> ToolMessage:
-    return message
+def _refusal(call: Any, view: _Narrowed) -> ToolMessage:
+    decision, name = view.decision, call["name"]
+    if view.exhausted and name in decision.allowed_tools:
+        reason = f"this turn used its {decision.max_tool_iterations} tool rounds in mode `{decision.mode}`"
+    else:
+        reason = f"it is not allowed in mode `{decision.mode}`"
+    allowed = ", ".join(decision.allowed_tools) or "(none)"
+    text = f"Tool `{name}` was refused: {reason}. ALLOWED_TOOLS_NOW: {allowed}. Answer without it."
+    return ToolMessage(text, tool_call_id=call["id"], name=name, status="error")
 
 
-async def _awaited(awaitable: Awaitable[_T]) -> _T:
-    return await awaitable
+def _refused(response: ModelResponse, view: _Narrowed) -> ModelResponse | ExtendedModelResponse[Any]:
+    """The response, plus an error result for each call outside the mode.
+
+    A structured-output call is answered by `create_agent` inside the response itself and is left alone; a name
+    the mode allows but no tool has goes on to the tool node, which says so.
+    """
+    messages = response.result
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    refusals = [
+        _refusal(call, view)
+        for message in messages
+        if isinstance(message, AIMessage)
+        for call in message.tool_calls
+        if call["name"] not in view.allowed and call["id"] not in answered
+    ]
+    if not refusals:
+        return response
+    return ExtendedModelResponse(model_response=response, command=Command(update={"messages": refusals}))
+
+
+async def _arefused(pending: Awaitable[ModelResponse], view: _Narrowed) -> ModelResponse | ExtendedModelResponse[Any]:
+    return _refused(await pending, view)

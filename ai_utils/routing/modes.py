@@ -298,6 +298,14 @@ class KeywordModeRouter:
         Returns:
             The `ModeDecision` (``matched_rule`` is the rule's index, ``None`` for the default mode).
         """
+        decision = self._route(message, history)
+        # A copy: the caller may change its lists without changing what the router answers next time.
+        return dataclasses.replace(
+            decision, allowed_tools=list(decision.allowed_tools), active_skills=list(decision.active_skills)
+        )
+
+    def _route(self, message: Any, history: Sequence[Any] = ()) -> ModeDecision:
+        """`resolve` without the defensive copy: the router's own cached decision, for callers that never change it."""
         if isinstance(message, Mapping):
             history = message.get("history") or history
             message = message.get("message", "")
@@ -312,10 +320,7 @@ class KeywordModeRouter:
                 if len(self._cache) >= _CACHE_SIZE:
                     self._cache.clear()
                 self._cache[text] = decision
-        # A copy: the caller may change its lists without changing what the router answers next time.
-        return dataclasses.replace(
-            decision, allowed_tools=list(decision.allowed_tools), active_skills=list(decision.active_skills)
-        )
+        return decision
 
     def _match(self, text: str, context: str) -> ModeDecision:
         stems = _stems(f"{text} {context}" if context else text)

@@ -30,6 +30,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Interrupt
 
 from ai_utils.client import CustomEvent, ModeEvent, StreamChunk, SubagentEvent, ToolEvent
+from ai_utils.streaming._closing import Closing
 from ai_utils.streaming._interrupts import interrupt_chunk
 
 __all__ = ["REPAIR_KEY", "STEER_KEY", "ChunkAdapter", "aadapt", "adapt", "mode_part", "stream_kwargs"]
@@ -91,6 +92,7 @@ class ChunkAdapter:
 
     __slots__ = (
         "_ended",
+        "_held",
         "_interrupts",
         "_started",
         "_text_nodes",
@@ -113,6 +115,9 @@ class ChunkAdapter:
         self._text_nodes = None if text_nodes is None else frozenset(text_nodes)
         self._started: set[str] = set()
         self._ended: set[str] = set()
+        # Results the model node itself wrote (the mode router's refusals), held until that node's update has
+        # announced their calls, so a tool's "end" never comes before its "start".
+        self._held: list[ToolEvent] = []
         self._interrupts: dict[str, Interrupt] = {}
 
     @property
@@ -157,8 +162,10 @@ class ChunkAdapter:
         Returns:
             ``[InterruptEvent]``, ``[InterruptBatch]`` or ``[]``.
         """
+        held: list[StreamChunk] = [*self._held]
+        self._held.clear()
         chunk = interrupt_chunk(self.interrupts)
-        return [] if chunk is None else [chunk]
+        return held if chunk is None else [*held, chunk]
 
     def _on_message(self, ns: tuple[str, ...], message: object, metadata: Mapping[str, Any]) -> list[StreamChunk]:
         if isinstance(message, AIMessage):
@@ -197,6 +204,9 @@ class ChunkAdapter:
                 "output": message.text,
                 "status": message.status,
             }
+            if message.tool_call_id not in self._started and metadata.get("langgraph_node") in (self._text_nodes or ()):
+                self._held.append(end)
+                return []
             return [end]
         return []
 
@@ -211,6 +221,9 @@ class ChunkAdapter:
                 for message in _messages_of(update):
                     if isinstance(message, AIMessage) and message.tool_calls:
                         out.extend(self._tool_starts(message))
+                if self._held:
+                    out.extend(self._held)
+                    self._held.clear()
         return out
 
     def _tool_starts(self, message: AIMessage) -> list[StreamChunk]:
@@ -240,35 +253,17 @@ def adapt(parts: Iterable[Mapping[str, Any]], adapter: ChunkAdapter) -> Iterator
     Yields:
         The run's chunks; the interrupt chunk (if any) last. Closing this generator closes ``parts``.
     """
-    try:
+    with Closing(parts):
         for part in parts:
             yield from adapter.feed(part)
         yield from adapter.finish()
-    finally:
-        # A consumer that stops early (client disconnect) must stop the graph run too.
-        close = getattr(parts, "close", None)
-        if close is not None:
-            close()
 
 
 async def aadapt(parts: AsyncIterable[Mapping[str, Any]], adapter: ChunkAdapter) -> AsyncIterator[StreamChunk]:
-    """Async twin of ``adapt`` for ``graph.astream(...)``.
-
-    Args:
-        parts: ``graph.astream(..., **stream_kwargs())``.
-        adapter: a fresh ``ChunkAdapter`` for this run.
-
-    Yields:
-        The run's chunks; the interrupt chunk (if any) last. Closing this generator closes ``parts``.
-    """
-    try:
+    """Async twin of ``adapt`` for ``graph.astream(...)``, with the same arguments and chunks."""
+    async with Closing(parts):
         async for part in parts:
             for chunk in adapter.feed(part):
                 yield chunk
         for chunk in adapter.finish():
             yield chunk
-    finally:
-        # A consumer that stops early (client disconnect) must stop the graph run too.
-        aclose = getattr(parts, "aclose", None)
-        if aclose is not None:
-            await aclose()

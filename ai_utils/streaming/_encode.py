@@ -24,6 +24,7 @@ from typing import Any
 
 from ai_utils.client import ErrorEvent
 from ai_utils.exceptions import AiUtilsError, UserError
+from ai_utils.streaming._closing import Closing
 
 __all__ = ["ErrorHook", "ErrorLine", "andjson_lines", "encode_chunk", "error_event", "error_status", "ndjson_lines"]
 
@@ -126,6 +127,13 @@ def _error_line(exc: BaseException, *, expose: bool, on_error: ErrorHook | None)
     return line
 
 
+def _final_line(exc: BaseException, expose: bool, on_error: ErrorHook | None) -> ErrorLine:
+    """The error line that ends a failed stream; closing the generator or cancelling the task goes on as usual."""
+    if isinstance(exc, _PASS_THROUGH):
+        raise exc
+    return _error_line(exc, expose=expose, on_error=on_error)
+
+
 def ndjson_lines(
     chunks: Iterable[Any], *, expose_errors: bool = False, on_error: ErrorHook | None = None
 ) -> Generator[bytes, None, None]:
@@ -143,41 +151,22 @@ def ndjson_lines(
         One encoded line per chunk. Closing this generator closes ``chunks``.
     """
     iterator = iter(chunks)
-    try:
-        for chunk in iterator:
-            yield _dumps(chunk)
-    except _PASS_THROUGH:
-        raise
-    except BaseException as exc:
-        yield _error_line(exc, expose=expose_errors, on_error=on_error)
-    finally:
-        close = getattr(iterator, "close", None)
-        if close is not None:
-            close()
+    with Closing(iterator):
+        try:
+            for chunk in iterator:
+                yield _dumps(chunk)
+        except BaseException as exc:
+            yield _final_line(exc, expose_errors, on_error)
 
 
 async def andjson_lines(
     chunks: AsyncIterable[Any], *, expose_errors: bool = False, on_error: ErrorHook | None = None
 ) -> AsyncGenerator[bytes, None]:
-    """Async twin of ``ndjson_lines``.
-
-    Args:
-        chunks: e.g. ``agent.astream(...)``.
-        expose_errors: as for ``ndjson_lines``.
-        on_error: as for ``ndjson_lines``.
-
-    Yields:
-        One encoded line per chunk. Closing this generator closes ``chunks``.
-    """
+    """Async twin of ``ndjson_lines`` (e.g. over ``agent.astream(...)``), with the same arguments and lines."""
     iterator = aiter(chunks)
-    try:
-        async for chunk in iterator:
-            yield _dumps(chunk)
-    except _PASS_THROUGH:
-        raise
-    except BaseException as exc:
-        yield _error_line(exc, expose=expose_errors, on_error=on_error)
-    finally:
-        aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
-            await aclose()
+    async with Closing(iterator):
+        try:
+            async for chunk in iterator:
+                yield _dumps(chunk)
+        except BaseException as exc:
+            yield _final_line(exc, expose_errors, on_error)

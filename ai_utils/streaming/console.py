@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import weakref
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, cast
 
@@ -192,10 +194,11 @@ class _Loop:
         self.left = number_of_messages
         self.is_deep_agent = is_deep_agent
         self.waiting = False  # an interrupt waits for a decision
+        self.stopped = False  # the breakword or the end of input
 
     @property
     def running(self) -> bool:
-        return self.left is None or self.left > 0
+        return not self.stopped and (self.left is None or self.left > 0)
 
     def request(self, line: str) -> tuple[str | None, dict[str, Any]] | str | None:
         """The next ``stream`` call for a typed line; a str is a hint to print; None ends the session."""
@@ -215,15 +218,16 @@ class _Loop:
             return ""
         return text, kwargs
 
-    def turn(self, out: Console, line: str) -> tuple[str | None, dict[str, Any]] | bool:
-        """A typed line: the ``(text, kwargs)`` stream call to make, True to read the next line, False to stop."""
-        request = self.request(line)
+    def turn(self, out: Console, line: str | None) -> tuple[str | None, dict[str, Any]] | None:
+        """A typed line (``None`` at the end of input): the ``(text, kwargs)`` stream call to make, or ``None``."""
+        request = self.request(line) if line is not None else None
         if request is None:
-            return False
+            self.stopped = True
+            return None
         if isinstance(request, str):
             if request:
                 out.print(Text(request, "yellow"), soft_wrap=True)
-            return True
+            return None
         self.waiting = False
         if self.left is not None:
             self.left -= 1
@@ -235,9 +239,29 @@ class _Loop:
             self.waiting = True
         log_chunk(chunk, console=out)
 
-    def failed(self, out: Console, exc: AiUtilsError, kwargs: dict[str, Any]) -> None:
-        log_chunk({"kind": "error", "type": type(exc).__name__, "message": str(exc)}, console=out)
-        self.waiting = "decision" in kwargs  # a refused decision: the interrupt still waits
+    @staticmethod
+    def call(method: Any, request: tuple[str | None, dict[str, Any]]) -> Any:
+        """``streamable.stream`` or ``.astream`` (``method``) called for a ``turn``'s request."""
+        text, kwargs = request
+        return method(text, **kwargs) if text is not None else method(**kwargs)
+
+    @contextlib.contextmanager
+    def answering(self, out: Console, request: tuple[str | None, dict[str, Any]]) -> Iterator[None]:
+        """Around showing one answer: our errors are shown as an error line, and the answer's line is ended."""
+        try:
+            yield
+        except AiUtilsError as exc:
+            log_chunk({"kind": "error", "type": type(exc).__name__, "message": str(exc)}, console=out)
+            self.waiting = "decision" in request[1]  # a refused decision: the interrupt still waits
+        _printer(out).end()
+
+
+def _read_line(out: Console) -> str | None:
+    """The next typed line, or ``None`` at the end of input."""
+    try:
+        return out.input(Text("You: ", "bold green"))
+    except EOFError:
+        return None
 
 
 def session(
@@ -268,22 +292,11 @@ def session(
     out = console or Console(highlight=False)
     loop = _Loop(breakword, id, number_of_messages, is_deep_agent)
     while loop.running:
-        try:
-            line = out.input(Text("You: ", "bold green"))
-        except EOFError:
-            break
-        turn = loop.turn(out, line)
-        if isinstance(turn, bool):
-            if turn:
-                continue
-            break
-        text, kwargs = turn
-        try:
-            for chunk in streamable.stream(text, **kwargs) if text is not None else streamable.stream(**kwargs):
-                loop.show(out, chunk)
-        except AiUtilsError as exc:
-            loop.failed(out, exc, kwargs)
-        _printer(out).end()
+        request = loop.turn(out, _read_line(out))
+        if request is not None:
+            with loop.answering(out, request):
+                for chunk in loop.call(streamable.stream, request):
+                    loop.show(out, chunk)
 
 
 async def asession(
@@ -302,20 +315,8 @@ async def asession(
     out = console or Console(highlight=False)
     loop = _Loop(breakword, id, number_of_messages, is_deep_agent)
     while loop.running:
-        try:
-            line = await anyio.to_thread.run_sync(out.input, Text("You: ", "bold green"))
-        except EOFError:
-            break
-        turn = loop.turn(out, line)
-        if isinstance(turn, bool):
-            if turn:
-                continue
-            break
-        text, kwargs = turn
-        try:
-            stream = streamable.astream(text, **kwargs) if text is not None else streamable.astream(**kwargs)
-            async for chunk in stream:
-                loop.show(out, chunk)
-        except AiUtilsError as exc:
-            loop.failed(out, exc, kwargs)
-        _printer(out).end()
+        request = loop.turn(out, await anyio.to_thread.run_sync(_read_line, out))
+        if request is not None:
+            with loop.answering(out, request):
+                async for chunk in loop.call(streamable.astream, request):
+                    loop.show(out, chunk)

@@ -2,11 +2,13 @@
 
 Subclasses implement `handle(handler, raw_body) -> (status, body, headers)` (or ``None``: hang up without
 a reply); this class owns the socket, the thread, keep-alive connections (dropped on `stop`), single-write
-responses and the ``with`` block. `FakeJevServer` and `FakeOpenAIServer` both build on it.
+responses, the ``with`` block, the queue of canned replies (``fail(...)``: `Canned`) and request decoding.
+`FakeJevServer` and `FakeOpenAIServer` both build on it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import threading
@@ -15,7 +17,36 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
 
-__all__ = ["LocalHTTPServer"]
+__all__ = ["Canned", "LocalHTTPServer", "decode_request", "dumps"]
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON bytes, as the real APIs send them."""
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def decode_request(handler: BaseHTTPRequestHandler, raw: bytes) -> tuple[dict[str, str], Any]:
+    """The request's headers (lower-cased names) and its JSON body (``None`` when empty or not JSON)."""
+    headers = {key.lower(): value for key, value in handler.headers.items()}
+    try:
+        body = json.loads(raw) if raw else None
+    except ValueError:
+        body = None
+    return headers, body
+
+
+@dataclasses.dataclass
+class Canned:
+    """A reply sent as it is to the next ``times`` requests, before any rule is asked."""
+
+    status: int
+    body: bytes
+    headers: dict[str, str]
+    times: int
+
+    def reply(self) -> tuple[int, bytes, dict[str, str]]:
+        """``(status, body, headers)`` for `LocalHTTPServer.handle` (JSON unless the headers say otherwise)."""
+        return self.status, self.body, {"Content-Type": "application/json", **self.headers}
 
 
 class LocalHTTPServer:
@@ -27,10 +58,26 @@ class LocalHTTPServer:
         self._connections: set[socket.socket] = set()
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._canned: list[Canned] = []
 
     def handle(self, handler: BaseHTTPRequestHandler, raw: bytes) -> tuple[int, bytes, dict[str, str]] | None:
         """Answer one request: ``(status, body, extra headers)``, or ``None`` to hang up without a reply."""
         raise NotImplementedError
+
+    def _can(self, status: int, body: Any, headers: dict[str, str], times: int) -> None:
+        """Queue a `Canned` reply; ``body`` is sent as is (bytes), encoded (text) or as compact JSON."""
+        data = body if isinstance(body, bytes) else (body.encode() if isinstance(body, str) else dumps(body))
+        with self._lock:
+            self._canned.append(Canned(status, data, headers, times))
+
+    def _take_canned(self) -> Canned | None:
+        """The canned reply for this request, counted down, if one is queued; call it with ``_lock`` held."""
+        canned = self._canned[0] if self._canned else None
+        if canned is not None:
+            canned.times -= 1
+            if canned.times <= 0:
+                self._canned.pop(0)
+        return canned
 
     def __enter__(self) -> Self:
         return self.start()

@@ -21,7 +21,6 @@ level 0 and 0.1 on level 1. ``fail()``, ``reply_raw()`` and ``delay()`` script e
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import select
 import socket
@@ -31,7 +30,7 @@ from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Self
 
-from ai_utils.testing._http import LocalHTTPServer
+from ai_utils.testing._http import LocalHTTPServer, decode_request
 from ai_utils.testing._jev_wire import (
     RULE_KEYS,
     RuleError,
@@ -70,14 +69,6 @@ class RecordedJevRequest:
     raw: bytes
 
 
-@dataclasses.dataclass
-class _Scripted:
-    status: int
-    body: bytes
-    headers: dict[str, str]
-    times: int
-
-
 class FakeJevServer(LocalHTTPServer):
     """A real HTTP server on 127.0.0.1 (stdlib, in a daemon thread) that fakes Jev.
 
@@ -101,7 +92,6 @@ class FakeJevServer(LocalHTTPServer):
         self._stopping = threading.Event()
         self._rules: dict[str, dict[str, Any]] = {}
         self._answer_fn: JevAnswerFunction | None = None
-        self._scripted: list[_Scripted] = []
         self._delay = 0.0
         self._delay_times: int | None = None
         self._requests: list[RecordedJevRequest] = []
@@ -183,17 +173,13 @@ class FakeJevServer(LocalHTTPServer):
             all_headers["Retry-After-Ms"] = str(retry_after_ms)
         if body is None:
             body = {"error": {"code": status, "message": f"Fake failure {status}"}}
-        data = body if isinstance(body, bytes) else (body.encode() if isinstance(body, str) else dumps(body))
-        with self._lock:
-            self._scripted.append(_Scripted(status, data, all_headers, times))
+        self._can(status, body, all_headers, times)
 
     def reply_raw(
         self, body: str | bytes, *, status: int = 200, times: int = 1, content_type: str = "application/json"
     ) -> None:
         """Answer the next ``times`` requests with exactly ``body`` (e.g. malformed JSON)."""
-        data = body.encode() if isinstance(body, str) else body
-        with self._lock:
-            self._scripted.append(_Scripted(status, data, {"Content-Type": content_type}, times))
+        self._can(status, body, {"Content-Type": content_type}, times)
 
     def delay(self, seconds: float, *, times: int | None = None) -> None:
         """Wait ``seconds`` before answering the next ``times`` requests (``None``: every request)."""
@@ -206,7 +192,7 @@ class FakeJevServer(LocalHTTPServer):
         with self._lock:
             self._rules.clear()
             self._answer_fn = None
-            self._scripted.clear()
+            self._canned.clear()
             self._delay, self._delay_times = 0.0, None
             self._requests.clear()
             self._disconnects = 0
@@ -229,11 +215,7 @@ class FakeJevServer(LocalHTTPServer):
         """Answer one request the way the Jev API would (``None``: hang up, as for a client that left)."""
         if handler.command != "POST":
             return error("openrouter", 404, f"No route for {handler.command} {handler.path}")
-        headers = {key.lower(): value for key, value in handler.headers.items()}
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = None
+        headers, body = decode_request(handler, raw)
         with self._lock:
             self._requests.append(RecordedJevRequest(handler.command, handler.path, headers, body, raw))
             self._counter += 1
@@ -248,13 +230,9 @@ class FakeJevServer(LocalHTTPServer):
                 self._disconnects += 1
             return None
         with self._lock:
-            scripted = self._scripted[0] if self._scripted else None
-            if scripted is not None:
-                scripted.times -= 1
-                if scripted.times <= 0:
-                    self._scripted.pop(0)
-        if scripted is not None:
-            return scripted.status, scripted.body, {"Content-Type": "application/json", **scripted.headers}
+            canned = self._take_canned()
+        if canned is not None:
+            return canned.reply()
         return self._decide(handler.path, headers, raw, body, number)
 
     def _wait(self, conn: socket.socket, seconds: float) -> bool:

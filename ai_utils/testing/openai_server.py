@@ -28,14 +28,13 @@ from __future__ import annotations
 import base64
 import dataclasses
 import itertools
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from ai_utils.exceptions import UserError
-from ai_utils.testing._http import LocalHTTPServer
+from ai_utils.testing._http import LocalHTTPServer, decode_request, dumps
 from ai_utils.testing._logprobs import check_logprobs, token_logprobs
 
 __all__ = ["FakeOpenAIServer", "OpenAIReplyFunction", "RecordedRequest"]
@@ -78,14 +77,6 @@ class _Rule:
     times: int | None
 
 
-@dataclasses.dataclass
-class _Failure:
-    status: int
-    body: bytes
-    headers: dict[str, str]
-    times: int
-
-
 class FakeOpenAIServer(LocalHTTPServer):
     """A real HTTP server on 127.0.0.1 that fakes an OpenAI-compatible provider (OpenAI, OpenRouter, vLLM, ...).
 
@@ -106,7 +97,6 @@ class FakeOpenAIServer(LocalHTTPServer):
         self.model = model
         self.logprobs = logprobs
         self._rules: list[_Rule] = []
-        self._failures: list[_Failure] = []
         self._fn: OpenAIReplyFunction | None = None
         self._requests: list[RecordedRequest] = []
         self._ids = itertools.count(1)
@@ -159,16 +149,13 @@ class FakeOpenAIServer(LocalHTTPServer):
         """Answer the next ``times`` requests with ``status`` and an OpenAI error body (or ``body``)."""
         if body is None:
             body = {"error": {"message": f"Fake failure {status}", "type": "server_error", "code": status}}
-        data = body if isinstance(body, bytes) else (body.encode() if isinstance(body, str) else _dumps(body))
-        headers = {} if retry_after is None else {"Retry-After": str(retry_after)}
-        with self._lock:
-            self._failures.append(_Failure(status, data, headers, times))
+        self._can(status, body, {} if retry_after is None else {"Retry-After": str(retry_after)}, times)
 
     def reset(self) -> None:
         """Forget rules, failures, the reply function and the journal."""
         with self._lock:
             self._rules.clear()
-            self._failures.clear()
+            self._canned.clear()
             self._fn = None
             self._requests.clear()
 
@@ -182,32 +169,24 @@ class FakeOpenAIServer(LocalHTTPServer):
 
     def handle(self, handler: BaseHTTPRequestHandler, raw: bytes) -> tuple[int, bytes, dict[str, str]]:
         """Answer one request (called by the server thread)."""
-        headers = {key.lower(): value for key, value in handler.headers.items()}
+        headers, body = decode_request(handler, raw)
         path = handler.path.split("?", 1)[0]
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = None
         with self._lock:
             self._requests.append(RecordedRequest(handler.command, path, headers, body))
-            failure = self._failures[0] if self._failures else None
-            if failure is not None:
-                failure.times -= 1
-                if failure.times <= 0:
-                    self._failures.pop(0)
-        if failure is not None:
-            return failure.status, failure.body, {"Content-Type": "application/json", **failure.headers}
+            canned = self._take_canned()
+        if canned is not None:
+            return canned.reply()
         if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
             return _error(401, "Incorrect API key provided.", "invalid_request_error")
         if handler.command == "GET" and path in _MODELS_PATHS:
-            return 200, _dumps({"object": "list", "data": [{"id": self.model or "fake-gpt", "object": "model"}]}), {}
+            return 200, dumps({"object": "list", "data": [{"id": self.model or "fake-gpt", "object": "model"}]}), {}
         if handler.command != "POST" or path not in _CHAT_PATHS:
             return _error(404, f"No route for {handler.command} {path}", "invalid_request_error")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
             return _error(400, "The body must be a JSON object with a non-empty `messages` list.", "invalid_request")
         if body.get("stream"):
             return _error(400, "FakeOpenAIServer does not stream; call without stream=True.", "invalid_request")
-        return 200, _dumps(self._completion(body)), {}
+        return 200, dumps(self._completion(body)), {}
 
     def _pick(self, body: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
@@ -265,12 +244,8 @@ class FakeOpenAIServer(LocalHTTPServer):
         }
 
 
-def _dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()
-
-
 def _error(status: int, message: str, kind: str) -> tuple[int, bytes, dict[str, str]]:
-    return status, _dumps({"error": {"message": message, "type": kind, "code": status}}), {}
+    return status, dumps({"error": {"message": message, "type": kind, "code": status}}), {}
 
 
 def _messages_text(body: Any) -> str:

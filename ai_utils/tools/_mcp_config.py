@@ -144,13 +144,6 @@ class MCPConnectionError(AiUtilsError):
         super().__init__(message)
         self.server = server
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_connection_error, (str(self), self.server))
-
-
-def _rebuild_connection_error(message: str, server: str) -> MCPConnectionError:
-    return MCPConnectionError(message, server=server)
-
 
 def normalize_mcp_servers(
     servers: MCPServer | Mapping[str, Any] | Sequence[MCPServer | Mapping[str, Any]] | None,

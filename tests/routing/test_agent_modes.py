@@ -109,6 +109,43 @@ def test_a_call_to_a_tool_outside_the_mode_is_refused_and_never_runs(router: Key
     assert (results[1].status, results[1].text) == ("success", "ibuprofen: take with food")
 
 
+def test_a_refused_call_streams_its_start_then_its_error_end_and_is_stored_answered(router: KeywordModeRouter) -> None:
+    RAN.clear()
+    calls = [
+        {"name": "greet_user", "args": {"name": "Ann"}, "id": "c1"},
+        {"name": "log_concern", "args": {"concern": "rash"}, "id": "c2"},
+    ]
+    saver = MemorySaver()
+    agent = Agent(llm=FakeChatModel([{"tool_calls": calls}, "Logged."]), tools=TOOLS, modes=router, checkpointer=saver)
+
+    chunks = [c for c in agent.stream("Please evaluate my rash", thread_id="r1", show_tool_calls=True)]
+    tools = [(c["phase"], c["id"], c.get("status")) for c in chunks if is_tool_event(c)]
+    assert tools == [("start", "c1", None), ("start", "c2", None), ("end", "c1", "error"), ("end", "c2", "success")]
+    assert RAN == ["log_concern"]
+    # The refusal is in the thread right after the call, so the next turn (and a reload) sees every call answered.
+    stored = agent.get_state("r1").values["messages"]
+    answers = [m for m in stored if isinstance(m, ToolMessage)]
+    assert [(m.tool_call_id, m.status) for m in answers] == [("c1", "error"), ("c2", "success")]
+    assert Agent(llm=FakeChatModel(["Hi again."]), tools=TOOLS, modes=router, checkpointer=saver).invoke(
+        "hello", thread_id="r1"
+    ) == "Hi again."
+
+
+def test_structured_output_still_works_in_a_mode_without_tools() -> None:
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        text: str
+
+    router = KeywordModeRouter(default_mode=ModeDefinition(mode="quiet", allowed_tools=[]))
+    llm = FakeChatModel([{"tool_calls": [{"name": "Answer", "args": {"text": "fine"}, "id": "s1"}]}])
+    agent = Agent(llm=llm, tools=TOOLS, modes=router, output=Answer, checkpointer=MemorySaver())
+    assert agent.invoke("how are you?", thread_id="s") == Answer(text="fine")
+    # The structured-output call is create_agent's, answered once by it and never refused.
+    answers = [m for m in agent.get_state("s").values["messages"] if isinstance(m, ToolMessage)]
+    assert [(m.tool_call_id, m.status) for m in answers] == [("s1", "success")]
+
+
 def _limited(max_tool_iterations: int) -> KeywordModeRouter:
     return KeywordModeRouter(
         default_mode=ModeDefinition(mode="general", allowed_tools=[]),
