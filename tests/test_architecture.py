@@ -113,15 +113,25 @@ def _runtime_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
         stack.extend(ast.iter_child_nodes(node))
 
 
-def imports(path: Path, *, type_checking: bool = False) -> Iterator[Import]:
-    """The imports of one file (with ``type_checking``, also those under ``if TYPE_CHECKING:``)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+def source_imports(
+    source: str, module: str, *, is_package: bool = False, type_checking: bool = False
+) -> Iterator[tuple[int, str]]:
+    """``(line, imported module)`` for the source of ``module`` (with ``type_checking``, also the exempt ones)."""
+    tree = ast.parse(source)
     nodes = ast.walk(tree) if type_checking else _runtime_nodes(tree.body)
-    module, is_package = module_name(path), path.name == "__init__.py"
     for node in nodes:
         if isinstance(node, ast.Import | ast.ImportFrom):
             for target in _targets(node, module, is_package):
-                yield Import(str(path.relative_to(PACKAGE)), node.lineno, target)
+                yield node.lineno, target
+
+
+def imports(path: Path, *, type_checking: bool = False) -> Iterator[Import]:
+    """The imports of one file of the package (with ``type_checking``, also those under ``if TYPE_CHECKING:``)."""
+    found = source_imports(
+        path.read_text(), module_name(path), is_package=path.name == "__init__.py", type_checking=type_checking
+    )
+    for line, target in found:
+        yield Import(str(path.relative_to(PACKAGE)), line, target)
 
 
 def violations() -> list[Import]:
@@ -175,13 +185,33 @@ def test_client_imports_only_the_standard_library() -> None:
     assert sorted(KNOWN_CLIENT_IMPORTS - found) == [], "client.py no longer imports these: drop them from the list"
 
 
-def test_the_checker_sees_lazy_imports_and_skips_type_checking_ones(tmp_path: Path) -> None:
+def test_the_checker_sees_lazy_and_relative_imports_and_skips_type_checking_ones() -> None:
     # The rule would be hollow if function-level imports slipped through; TYPE_CHECKING ones are exempt.
-    source = PACKAGE / "agents" / "agent.py"
-    seen = list(imports(source))
-    assert any(i.module == "ai_utils.routing._middleware" for i in seen)  # inside __init__
-    assert not any(i.module == "ai_utils.routing.modes" for i in seen)  # under TYPE_CHECKING only
-    assert any(i.module == "ai_utils.routing.modes" for i in imports(source, type_checking=True))
+    source = """
+from typing import TYPE_CHECKING
+from . import _hooks
+from ..tools.mcp import mcp_scope
+if TYPE_CHECKING:
+    from ai_utils.sessions._store import SessionStore
+else:
+    import ai_utils.memory
+def build():
+    from ai_utils.routing._middleware import ModeMiddleware
+    from ai_utils import Agent, __version__
+"""
+    seen = [module for _, module in source_imports(source, "ai_utils.agents.agent")]
+    assert sorted(seen) == [
+        "ai_utils.agents",  # `Agent`, a lazily re-exported name, resolved to its module (`__version__` to none)
+        "ai_utils.agents",  # `from . import _hooks`: relative to the module's package
+        "ai_utils.memory",  # the `else:` branch of `if TYPE_CHECKING:` does run
+        "ai_utils.routing._middleware",  # inside a function
+        "ai_utils.tools.mcp",
+        "typing",
+    ]
+    assert "ai_utils.sessions._store" not in seen
+    assert "ai_utils.sessions._store" in [
+        m for _, m in source_imports(source, "ai_utils.agents.agent", type_checking=True)
+    ]
 
 
 def test_the_run_path_imports_no_room_below_it_even_for_type_checking() -> None:

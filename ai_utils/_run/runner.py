@@ -232,7 +232,7 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
             parts = graph.stream(
                 graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
             )
-            yield from adapt(parts, adapter)  # closing this generator closes the run's
+            yield from adapt(parts, adapter)  # closing this generator closes adapt's, which closes the run
 
     async def _arun_stream(
         self, call: RunCall, adapter: ChunkAdapter, config: RunnableConfig | None = None

@@ -73,6 +73,7 @@ class Wrapper(GraphRunner[OutputT]):
     _saver_hint = "Pass `checkpointer=MemorySaver()` (or sqlite_saver(...))."
 
     def _setup_tools(self, tools: Any, mcp_server: Any) -> None:
+        """``tools`` as `BaseTool`s (`UserError` for ``None`` or a function without a docstring), MCP servers."""
         self._tools = normalize_tools(tool_list(tools, owner=self._owner))
         self._servers = normalize_mcp_servers(mcp_server)
         if self._servers:
@@ -110,6 +111,7 @@ class Wrapper(GraphRunner[OutputT]):
     def _setup_run(
         self, name: str | None, describe: str | None, context_schema: Any, callbacks: Any, modes: Any
     ) -> None:
+        """The plain options every run reads (``modes``: the wrapper adds its middleware)."""
         self.name = name
         self.describe = describe
         self.context_schema = context_schema
@@ -119,6 +121,7 @@ class Wrapper(GraphRunner[OutputT]):
         self._mode_middleware: list[Any] = []
 
     def _setup_model(self, llm: Any, prompt: Any, output: Any, retries: int) -> None:
+        """``prompt`` and ``output`` checked, the run guards (innermost middleware), the chat model."""
         self.prompt = check_prompt(prompt, owner=self._owner)
         if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
             raise UserError(f"`output` must be a pydantic model class, got {output!r}.")

@@ -14,7 +14,6 @@ from typing_extensions import TypeVar, Unpack
 
 from ai_utils._run.args import keyword_names, reject_unknown
 from ai_utils._run.calls import Interrupt, ModelT, RunCall, RunOptions, RunResult
-from ai_utils._run.guards import guards
 from ai_utils._run.hitl import hitl_middleware
 from ai_utils._run.runner import Graph
 from ai_utils._run.setup import Wrapper, WrapperOptions
@@ -194,7 +193,7 @@ class Agent(Wrapper[OutputT]):
             )
         if interrupt_on:
             stack.append(hitl_middleware(interrupt_on))
-        stack.extend(guards(output, retries))
+        stack.extend(self._guards)
         self._middleware = stack
         # Without MCP the graph is compiled once; with MCP servers the first run builds it with their tools.
         self._graph: Graph | None = None if self._servers else self._compile(self._tools)

@@ -14,7 +14,7 @@ from typing_extensions import TypeVar, Unpack
 
 from ai_utils._run.args import keyword_names, reject_unknown, resolve_llm
 from ai_utils._run.calls import ModelT
-from ai_utils._run.guards import guard_tool, guards
+from ai_utils._run.guards import guard_tool
 from ai_utils._run.repair import REPAIR_NAME, ThreadRepair
 from ai_utils._run.runner import Graph
 from ai_utils._run.setup import Wrapper, WrapperOptions
@@ -193,7 +193,6 @@ class DeepAgent(Wrapper[OutputT]):
             from ai_utils.routing._middleware import ModeMiddleware
 
             self._mode_middleware.append(ModeMiddleware(modes))
-        self._guards = guards(output, retries)
         self.store = store
         self._graph: Graph | None = None
         self._rebuild()
