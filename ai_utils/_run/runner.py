@@ -132,7 +132,7 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
         reasoning / subagent events (shapes: `ai_utils.client`); a paused run ends with one interrupt chunk, also
         when a subagent paused; ``get_stream_writer()`` data arrives as ``{"kind": "custom", "data": ...}``.
         Other options as in `invoke` (see `StreamOptions`); the call is checked when iteration starts, so a
-        `UserError` comes from the first ``next()`` (before the first chunk).
+        `UserError` comes from the first ``next()`` (before the first chunk); an unknown option fails at once.
         """
         return self._stream(RunCall.of(self._owner, "stream", input, options), chunk_adapter(options))
 
