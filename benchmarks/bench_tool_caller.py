@@ -13,10 +13,8 @@ from typing import Any
 from _harness import Metric
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ai_utils.jev import JevClient
-from ai_utils.jev import _tool_caller_core as core
-from ai_utils.jev._tool_caller_types import JevTool
-from ai_utils.jev.tool_caller import JevToolCaller
+from ai_utils.jev import JevClient, JevTool, JevToolCaller
+from ai_utils.jev.tool_caller import _core as core
 from ai_utils.testing.jev_server import FakeJevServer
 
 REQUEST = {"question": "Welcher Max Müller wurde 2002 geboren?", "locale": "de-DE"}

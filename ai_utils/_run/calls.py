@@ -36,10 +36,13 @@ __all__ = [
     "RunResult",
     "StreamOptions",
     "check_call",
+    "check_thread",
     "chunk_adapter",
     "final_result",
+    "aresume_input",
     "graph_input",
     "resume_command",
+    "resume_input",
     "run_config",
     "start_input",
 ]
@@ -147,6 +150,29 @@ def check_call(
         )
     if not resuming and input is None and not has_checkpointer:
         raise UserError(f"{owner}: nothing to run. Pass `input` (a message) or `decision`/`decisions` to resume.")
+    check_thread(owner=owner, thread_id=thread_id, resuming=resuming, has_checkpointer=has_checkpointer)
+
+
+def check_thread(
+    *,
+    owner: str,
+    thread_id: str | None,
+    resuming: bool,
+    has_checkpointer: bool,
+    resume_fix: str = "Create the agent with `checkpointer=MemorySaver()` (or sqlite_saver(...)) and pass `thread_id`.",
+) -> None:
+    """The thread half of `check_call`: a ``thread_id`` (a str) with a checkpointer, a checkpointer to resume.
+
+    Args:
+        owner: the wrapper's name, for the messages.
+        thread_id: the call's ``thread_id``.
+        resuming: the call answers a pending interrupt (``decision``/``decisions``).
+        has_checkpointer: the wrapper keeps threads.
+        resume_fix: how to get a checkpointer, for the message when a decision comes without one.
+
+    Raises:
+        UserError: a missing or non-str ``thread_id``, or a decision without a checkpointer.
+    """
     if has_checkpointer and not thread_id:
         raise UserError(
             f"{owner} has a checkpointer, so every call needs a `thread_id` naming the conversation, "
@@ -154,8 +180,7 @@ def check_call(
         )
     if resuming and not has_checkpointer:
         raise UserError(
-            f"{owner}: resuming with `decision`/`decisions` needs a checkpointer that kept the paused run. "
-            "Create the agent with `checkpointer=MemorySaver()` (or sqlite_saver(...)) and pass `thread_id`."
+            f"{owner}: resuming with `decision`/`decisions` needs a checkpointer that kept the paused run. {resume_fix}"
         )
     if thread_id is not None and not isinstance(thread_id, str):
         raise UserError(f"{owner}: `thread_id` must be a str, got {thread_id!r}.")
@@ -183,14 +208,27 @@ def start_input(input: Any) -> dict[str, Any]:
 
 
 def resume_command(
-    state: StateSnapshot, config: RunnableConfig, decision: Decision | None, decisions: Decisions | None
+    state: StateSnapshot,
+    config: RunnableConfig,
+    decision: Decision | None,
+    decisions: Decisions | None,
+    idle: str | None = None,
 ) -> Command[Any] | None:
-    """The resume command for the thread's pending interrupts, or ``None`` to continue an unfinished run.
+    """The resume command for the thread's pending interrupts (``state``), or ``None`` to continue an unfinished run.
+
+    Args:
+        state: the thread's state (``graph.get_state(config)``).
+        config: the run's config (names the thread).
+        decision: one answer for every pending item.
+        decisions: one answer per pending item.
+        idle: the wrapper's message for a decision when nothing is pending (default: the decision mapper's).
 
     Raises:
-        UserError: no decision while an approval waits, or nothing to continue.
+        UserError: no decision while an approval waits, a decision with nothing pending, or nothing to continue.
     """
     if decision is not None or decisions is not None:
+        if idle is not None and not state.interrupts:
+            raise UserError(idle)
         return to_resume(decision, decisions, pending=state.interrupts)
     thread = (config.get("configurable") or {}).get("thread_id")
     if state.interrupts:
@@ -212,6 +250,30 @@ def graph_input(call: RunCall, config: RunnableConfig, state: StateSnapshot | No
     if state is None:
         raise TypeError("graph_input: a call without input needs the thread's state")
     return resume_command(state, config, call.decision, call.decisions)
+
+
+def resume_input(
+    graph: Graph,
+    config: RunnableConfig,
+    decision: Decision | None,
+    decisions: Decisions | None,
+    *,
+    idle: str | None = None,
+) -> Command[Any] | None:
+    """`resume_command` for the state ``graph`` holds for ``config``'s thread (as `JevToolCaller` reads it)."""
+    return resume_command(graph.get_state(config), config, decision, decisions, idle)
+
+
+async def aresume_input(
+    graph: Graph,
+    config: RunnableConfig,
+    decision: Decision | None,
+    decisions: Decisions | None,
+    *,
+    idle: str | None = None,
+) -> Command[Any] | None:
+    """Async twin of `resume_input`."""
+    return resume_command(await graph.aget_state(config), config, decision, decisions, idle)
 
 
 def final_result(output: GraphOutput[Any], *, structured: bool) -> RunResult:

@@ -27,44 +27,28 @@ from ai_utils.jev.questions import (
     noul,
     score,
 )
+from ai_utils.jev.tool_caller._types import (
+    ConfidenceGate,
+    JevBelow,
+    JevGated,
+    JevInterrupt,
+    JevMetadata,
+    JevNoParamOptionsError,
+    JevOutput,
+    JevParamChoice,
+    JevParamsError,
+    JevProposalChangedError,
+    JevReturn,
+    JevTool,
+    JevToolChoice,
+)
 
 if TYPE_CHECKING:
-    from ai_utils.jev._tool_caller_types import (
-        ConfidenceGate,
-        JevBelow,
-        JevGated,
-        JevInterrupt,
-        JevMetadata,
-        JevNoParamOptionsError,
-        JevOutput,
-        JevParamChoice,
-        JevParamsError,
-        JevProposalChangedError,
-        JevReturn,
-        JevTool,
-        JevToolChoice,
-    )
     from ai_utils.jev.decision_model import JevDecisionModel
     from ai_utils.jev.tool_caller import JevToolCaller
 
 # Loaded on first access: these import LangChain / LangGraph, which `classify()` does not need.
-_LAZY = {
-    "JevDecisionModel": "ai_utils.jev.decision_model",
-    "JevToolCaller": "ai_utils.jev.tool_caller",
-    "ConfidenceGate": "ai_utils.jev._tool_caller_types",
-    "JevBelow": "ai_utils.jev._tool_caller_types",
-    "JevGated": "ai_utils.jev._tool_caller_types",
-    "JevInterrupt": "ai_utils.jev._tool_caller_types",
-    "JevMetadata": "ai_utils.jev._tool_caller_types",
-    "JevNoParamOptionsError": "ai_utils.jev._tool_caller_types",
-    "JevOutput": "ai_utils.jev._tool_caller_types",
-    "JevParamChoice": "ai_utils.jev._tool_caller_types",
-    "JevParamsError": "ai_utils.jev._tool_caller_types",
-    "JevProposalChangedError": "ai_utils.jev._tool_caller_types",
-    "JevReturn": "ai_utils.jev._tool_caller_types",
-    "JevTool": "ai_utils.jev._tool_caller_types",
-    "JevToolChoice": "ai_utils.jev._tool_caller_types",
-}
+_LAZY = {"JevDecisionModel": "ai_utils.jev.decision_model", "JevToolCaller": "ai_utils.jev.tool_caller"}
 
 __all__ = [
     "Answer",

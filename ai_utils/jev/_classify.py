@@ -22,7 +22,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from typing_extensions import TypedDict, Unpack
+
 from ai_utils.exceptions import UserError
+from ai_utils.jev._options import check_options
 from ai_utils.jev._validation import Provider
 from ai_utils.jev.client import DEFAULT_MODEL, JevClient, QuestionInput, shared_http_client
 from ai_utils.jev.questions import Answer, ClassifyResult, Questions
@@ -30,46 +33,38 @@ from ai_utils.jev.questions import Answer, ClassifyResult, Questions
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-__all__ = ["aclassify", "classify"]
+__all__ = ["ClassifyOptions", "aclassify", "classify"]
 
 Q = TypeVar("Q", bound=Questions)
 
 
+class ClassifyOptions(TypedDict, total=False):
+    """The keyword options of `classify` and `aclassify` (one definition for both; see `classify`)."""
+
+    model: str
+    timeout: float | None
+    api_key: str | None
+    base_url: str | None
+    provider: Provider
+    llm: BaseChatModel | None
+
+
+_JEV_DEFAULTS: dict[str, Any] = {
+    "model": DEFAULT_MODEL,
+    "timeout": None,
+    "api_key": None,
+    "base_url": None,
+    "provider": "openrouter",
+}
+
+
+@overload
+def classify(state: Any, questions: type[Q], **options: Unpack[ClassifyOptions]) -> ClassifyResult[Q]: ...
 @overload
 def classify(
-    state: Any,
-    questions: type[Q],
-    *,
-    model: str = DEFAULT_MODEL,
-    timeout: float | None = None,
-    api_key: str | None = None,
-    base_url: str | None = None,
-    provider: Provider = "openrouter",
-    llm: BaseChatModel | None = None,
-) -> ClassifyResult[Q]: ...
-@overload
-def classify(
-    state: Any,
-    questions: Mapping[str, QuestionInput],
-    *,
-    model: str = DEFAULT_MODEL,
-    timeout: float | None = None,
-    api_key: str | None = None,
-    base_url: str | None = None,
-    provider: Provider = "openrouter",
-    llm: BaseChatModel | None = None,
+    state: Any, questions: Mapping[str, QuestionInput], **options: Unpack[ClassifyOptions]
 ) -> ClassifyResult[dict[str, Answer]]: ...
-def classify(
-    state: Any,
-    questions: Any,
-    *,
-    model: str = DEFAULT_MODEL,
-    timeout: float | None = None,
-    api_key: str | None = None,
-    base_url: str | None = None,
-    provider: Provider = "openrouter",
-    llm: BaseChatModel | None = None,
-) -> ClassifyResult[Any]:
+def classify(state: Any, questions: Any, **options: Unpack[ClassifyOptions]) -> ClassifyResult[Any]:
     """Ask Jev typed questions about ``state``: choice (one label), noul (P(yes)), score (ordered scale).
 
     Args:
@@ -104,73 +99,45 @@ def classify(
         UserError: with ``llm``, a model reply without logprobs (naming the model), or a Jev option passed too.
         ModelOutputError: with ``llm``, no label among the first answer token's alternatives.
     """
+    llm, jev = _split("classify", options)
     if llm is not None:
         from ai_utils.jev._logprob import classify_with_llm
 
-        _check_llm_options(model=model, timeout=timeout, api_key=api_key, base_url=base_url, provider=provider)
         return classify_with_llm(llm, state, questions)
-    client = JevClient(
-        api_key=api_key, base_url=base_url, provider=provider, model=model, timeout=timeout,
-        http_client=shared_http_client(),
-    )  # fmt: skip
-    return client.classify(state, questions)
+    return JevClient(**jev, http_client=shared_http_client()).classify(state, questions)
 
 
 @overload
-async def aclassify(
-    state: Any,
-    questions: type[Q],
-    *,
-    model: str = DEFAULT_MODEL,
-    timeout: float | None = None,
-    api_key: str | None = None,
-    base_url: str | None = None,
-    provider: Provider = "openrouter",
-    llm: BaseChatModel | None = None,
-) -> ClassifyResult[Q]: ...
+async def aclassify(state: Any, questions: type[Q], **options: Unpack[ClassifyOptions]) -> ClassifyResult[Q]: ...
 @overload
 async def aclassify(
-    state: Any,
-    questions: Mapping[str, QuestionInput],
-    *,
-    model: str = DEFAULT_MODEL,
-    timeout: float | None = None,
-    api_key: str | None = None,
-    base_url: str | None = None,
-    provider: Provider = "openrouter",
-    llm: BaseChatModel | None = None,
+    state: Any, questions: Mapping[str, QuestionInput], **options: Unpack[ClassifyOptions]
 ) -> ClassifyResult[dict[str, Answer]]: ...
-async def aclassify(
-    state: Any,
-    questions: Any,
-    *,
-    model: str = DEFAULT_MODEL,
-    timeout: float | None = None,
-    api_key: str | None = None,
-    base_url: str | None = None,
-    provider: Provider = "openrouter",
-    llm: BaseChatModel | None = None,
-) -> ClassifyResult[Any]:
+async def aclassify(state: Any, questions: Any, **options: Unpack[ClassifyOptions]) -> ClassifyResult[Any]:
     """Async `classify`: the same arguments, result and errors. Cancelling the task aborts the HTTP request.
 
     With ``llm``, the requests (one per question) run concurrently.
     """
+    llm, jev = _split("aclassify", options)
     if llm is not None:
         from ai_utils.jev._logprob import aclassify_with_llm
 
-        _check_llm_options(model=model, timeout=timeout, api_key=api_key, base_url=base_url, provider=provider)
         return await aclassify_with_llm(llm, state, questions)
-    async with JevClient(api_key=api_key, base_url=base_url, provider=provider, model=model, timeout=timeout) as client:
+    async with JevClient(**jev) as client:
         result: ClassifyResult[Any] = await client.aclassify(state, questions)
     return result
 
 
-def _check_llm_options(**options: Any) -> None:
-    defaults = {"model": DEFAULT_MODEL, "timeout": None, "api_key": None, "base_url": None, "provider": "openrouter"}
-    given = [name for name, value in options.items() if value != defaults[name]]
-    if given:
+def _split(entry: str, options: Mapping[str, Any]) -> tuple[BaseChatModel | None, dict[str, Any]]:
+    """``(llm, the JevClient options)``; with ``llm``, no Jev option may differ from its default."""
+    check_options(entry, options, ClassifyOptions)
+    llm = options.get("llm")
+    jev = {name: options.get(name, default) for name, default in _JEV_DEFAULTS.items()}
+    given = [name for name, value in jev.items() if value != _JEV_DEFAULTS[name]]
+    if llm is not None and given:
         raise UserError(
             f"classify(..., llm=...) answers with the chat model, so {', '.join(f'`{n}`' for n in given)} "
             "(Jev options) would be ignored. Drop them and configure the chat model instead, "
             "e.g. get_llm(..., timeout=10)."
         )
+    return llm, jev

@@ -283,34 +283,33 @@ def _async_client() -> httpx.AsyncClient:
     return client
 
 
+def _post_options(route: _Route, body: bytes) -> dict[str, Any]:
+    """The keyword arguments of one ``client.post(route.url, ...)``, sync or async."""
+    return {
+        "content": body,
+        "headers": route.headers,
+        "params": route.params,
+        "timeout": route.timeout,
+        "follow_redirects": True,
+    }
+
+
+def _body(response: httpx.Response) -> bytes | None:
+    return response.content if response.is_success else None
+
+
 async def _apost(route: _Route, body: bytes) -> bytes | None:
     try:
-        response = await _async_client().post(
-            route.url,
-            content=body,
-            headers=route.headers,
-            params=route.params,
-            timeout=route.timeout,
-            follow_redirects=True,
-        )
+        return _body(await _async_client().post(route.url, **_post_options(route, body)))
     except httpx.TransportError:
         return None
-    return response.content if response.is_success else None
 
 
 def _post(route: _Route, body: bytes) -> bytes | None:
     try:
-        response = shared_http_client().post(
-            route.url,
-            content=body,
-            headers=route.headers,
-            params=route.params,
-            timeout=route.timeout,
-            follow_redirects=True,
-        )
+        return _body(shared_http_client().post(route.url, **_post_options(route, body)))
     except httpx.TransportError:
         return None
-    return response.content if response.is_success else None
 
 
 async def abatch(

@@ -7,8 +7,9 @@ import ssl
 import threading
 import time
 from collections.abc import Generator, Mapping
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from types import TracebackType
-from typing import Any, Self, TypeAlias, TypeVar, overload
+from typing import Any, TypeAlias, TypeVar, overload
 
 import anyio
 import httpx
@@ -51,7 +52,8 @@ def shared_http_client() -> httpx.Client:
         return _shared_client
 
 
-class JevClient:
+# The stdlib bases give `with` / `async with` (entering returns the client); we only close on exit.
+class JevClient(AbstractContextManager["JevClient", None], AbstractAsyncContextManager["JevClient", None]):
     """A client for Jev decisions (OpenRouter ``/api/alpha/decisions`` or TypeSafe ``/v1/systemone``).
 
     Reuse one client for many calls: it keeps connections open. Close it (or use ``with`` / ``async with``)
@@ -221,16 +223,10 @@ class JevClient:
             await self._async_http_client.aclose()
             self._async_http_client = None
 
-    def __enter__(self) -> Self:
-        return self
-
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

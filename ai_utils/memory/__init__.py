@@ -56,20 +56,24 @@ __all__ = [
     "supabase_checkpoints_sql",
 ]
 
-# name -> (module, attribute). Loaded on first access (PEP 562) so optional extras stay optional.
+# module -> the names it defines, loaded on first access (PEP 562) so optional extras stay optional.
+_MODULES: dict[str, tuple[str, ...]] = {
+    "ai_utils.memory._messages": (
+        "achat_summarizer",
+        "aget_messages_array_from_checkpoint",
+        "chat_summarizer",
+        "format_checkpoint_messages_for_llm",
+        "get_messages_array_from_checkpoint",
+    ),
+    "ai_utils.memory.postgres": ("PostgresCheckpointSaver",),
+    "ai_utils.memory.smart": ("SmartCheckpointSaver",),
+    "ai_utils.memory.sqlite": ("SqliteCheckpointSaver",),
+    "ai_utils.memory.supabase": ("SupabaseCheckpointError", "SupabaseCheckpointSaver", "supabase_checkpoints_sql"),
+}
+# name -> (module, attribute); LangGraph's saver keeps its own name.
 _LAZY: dict[str, tuple[str, str]] = {
     "MemorySaver": ("langgraph.checkpoint.memory", "InMemorySaver"),
-    "PostgresCheckpointSaver": ("ai_utils.memory.postgres", "PostgresCheckpointSaver"),
-    "SmartCheckpointSaver": ("ai_utils.memory.smart", "SmartCheckpointSaver"),
-    "SqliteCheckpointSaver": ("ai_utils.memory.sqlite", "SqliteCheckpointSaver"),
-    "SupabaseCheckpointError": ("ai_utils.memory.supabase", "SupabaseCheckpointError"),
-    "SupabaseCheckpointSaver": ("ai_utils.memory.supabase", "SupabaseCheckpointSaver"),
-    "achat_summarizer": ("ai_utils.memory._messages", "achat_summarizer"),
-    "aget_messages_array_from_checkpoint": ("ai_utils.memory._messages", "aget_messages_array_from_checkpoint"),
-    "chat_summarizer": ("ai_utils.memory._messages", "chat_summarizer"),
-    "format_checkpoint_messages_for_llm": ("ai_utils.memory._messages", "format_checkpoint_messages_for_llm"),
-    "get_messages_array_from_checkpoint": ("ai_utils.memory._messages", "get_messages_array_from_checkpoint"),
-    "supabase_checkpoints_sql": ("ai_utils.memory.supabase", "supabase_checkpoints_sql"),
+    **{name: (module, name) for module, names in _MODULES.items() for name in names},
 }
 
 

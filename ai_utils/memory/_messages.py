@@ -18,6 +18,7 @@ from langgraph.types import Overwrite, StateSnapshot
 
 from ai_utils._compat.langgraph import DeltaSnapshot
 from ai_utils.exceptions import UserError
+from ai_utils.memory._methods import Flow, Step, twins
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -265,14 +266,14 @@ def _check_summarizer_args(
     return items
 
 
-def chat_summarizer(
+def _chat_summary(
     messages: Sequence[BaseMessage],
     *,
     llm: BaseChatModel | None = None,
     previous_summary: str | None = None,
     max_words: int = 300,
     max_tool_result_chars: int | None = 3000,
-) -> str:
+) -> Flow[str]:
     """Fold a conversation (and the previous rolling summary) into one rolling summary.
 
     The messages are rendered with `format_checkpoint_messages_for_llm` (tool results cut to
@@ -307,24 +308,13 @@ def chat_summarizer(
         UserError: bad arguments, or neither messages nor a previous summary.
         ModelOutputError: the model replied with empty text twice.
     """
-    from ai_utils.magic import summarize
+    from ai_utils.magic import asummarize, summarize
 
     items = _check_summarizer_args(messages, previous_summary, max_words, max_tool_result_chars)
     prompt = _summary_prompt(items, previous_summary, max_tool_result_chars)
-    return summarize(prompt, focus=_SUMMARY_FOCUS, max_words=max_words, llm=llm)
+    options = {"focus": _SUMMARY_FOCUS, "max_words": max_words, "llm": llm}
+    summary: str = yield Step(summarize, asummarize, (prompt,), options)
+    return summary
 
 
-async def achat_summarizer(
-    messages: Sequence[BaseMessage],
-    *,
-    llm: BaseChatModel | None = None,
-    previous_summary: str | None = None,
-    max_words: int = 300,
-    max_tool_result_chars: int | None = 3000,
-) -> str:
-    """Async twin of `chat_summarizer`."""
-    from ai_utils.magic import asummarize
-
-    items = _check_summarizer_args(messages, previous_summary, max_words, max_tool_result_chars)
-    prompt = _summary_prompt(items, previous_summary, max_tool_result_chars)
-    return await asummarize(prompt, focus=_SUMMARY_FOCUS, max_words=max_words, llm=llm)
+chat_summarizer, achat_summarizer = twins(_chat_summary, "chat_summarizer")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ai_utils._optional import missing_extra
 from ai_utils.exceptions import UserError
+from ai_utils.memory._closeable import Closeable
+from ai_utils.memory._methods import offloaded
 from ai_utils.memory._threaded import ThreadedAsyncSaver
 
 try:
@@ -55,7 +58,7 @@ def _check_size(value: Any, argument: str, minimum: int) -> None:
         raise UserError(f"postgres_saver({argument}=...) must be an int >= {minimum}, got {value!r}.")
 
 
-class PostgresCheckpointSaver(ThreadedAsyncSaver, PostgresSaver):
+class PostgresCheckpointSaver(Closeable, ThreadedAsyncSaver, PostgresSaver):
     """LangGraph's ``PostgresSaver`` on a connection pool, usable from sync and async runs.
 
     The sync methods are ``PostgresSaver``'s, over a ``psycopg_pool.ConnectionPool`` that replaces
@@ -126,23 +129,11 @@ class PostgresCheckpointSaver(ThreadedAsyncSaver, PostgresSaver):
         row = conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (_SETUP_LOCK_KEY,)).fetchone()
         return bool(row and row["ok"])
 
-    async def aprune(self, thread_ids: Any, *, strategy: str = "keep_latest") -> None:
-        """Async twin of ``prune`` (runs in a worker thread)."""
-        import anyio.to_thread
-
-        await anyio.to_thread.run_sync(lambda: self.prune(thread_ids, strategy=strategy))
+    aprune = offloaded(BaseCheckpointSaver.prune)
 
     def close(self) -> None:
         """Close the connection pool. The saver cannot be used afterwards."""
         self.pool.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"PostgresCheckpointSaver({self._where})"

@@ -14,12 +14,10 @@ which LangGraph reads directly and where its ancestor walk stops.
 from __future__ import annotations
 
 import builtins
-import copy
 import logging
 import threading
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
@@ -29,15 +27,17 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
-    DeltaChannelHistory,
 )
-from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ai_utils._compat.langgraph import TASKS_CHANNEL, DeltaSnapshot
+from ai_utils._compat.langgraph import DeltaSnapshot
 from ai_utils.exceptions import UserError
 from ai_utils.memory._messages import achat_summarizer, chat_summarizer
+from ai_utils.memory._methods import Flow, Step, twins
+from ai_utils.memory._smart_state import KEY as _KEY
+from ai_utils.memory._smart_state import Due, Shared, finished_turn
 from ai_utils.memory._summary import COMPACTION_KEY, Plan, build_compaction, plan_compaction, replay_messages
 from ai_utils.memory._tool_units import Tally, dangling_calls, split_summary, tally_write
+from ai_utils.memory._wrapper import SaverWrapper
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -48,12 +48,6 @@ logger = logging.getLogger("ai_utils.memory")
 
 _Messages: TypeAlias = list[BaseMessage]
 
-_KEY = "messages"
-_MAX_THREADS = 10_000
-# Optional saver methods: a wrapper over a saver without them must not claim them (conformance detects
-# capabilities by override), so those stay BaseCheckpointSaver's.
-_OPTIONAL = ("delete_for_runs", "adelete_for_runs", "copy_thread", "acopy_thread", "prune", "aprune")
-_VARIANTS: dict[frozenset[str], type[SmartCheckpointSaver]] = {}
 # A failing summarizer fails on every turn; the first failure in the process is a WARNING, the rest DEBUG.
 _FAILED_BEFORE = threading.Event()
 
@@ -73,70 +67,13 @@ def _default_llm_problem() -> str | None:
     return None
 
 
-@dataclass(slots=True)
-class _Thread:
-    """What the saver knows about one thread between checkpoints (root namespace only)."""
-
-    head: str | None = None
-    tally: Tally = field(default_factory=Tally)
-    pending: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
-    sizes: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class _Due:
-    """A finished turn whose counters say (or cannot rule out) that it needs a summary."""
-
-    thread: _Thread
-    delta: bool
-    messages: list[BaseMessage] | None
-
-
-class _Shared:
-    """State shared by a saver and its `with_allowlist` clones: the lazy llm and the per-thread counters."""
-
-    def __init__(self, llm: BaseChatModel | None) -> None:
-        self.llm = llm
-        self.threads: dict[str, _Thread] = {}
-        self.lock = threading.Lock()
-
-    def thread(self, thread_id: str) -> _Thread:
-        memo = self.threads.get(thread_id)  # the hot path: one dict read, no lock
-        if memo is None:
-            with self.lock:
-                memo = self.threads.get(thread_id)
-                if memo is None:
-                    memo = self.threads[thread_id] = _Thread(tally=Tally(exact=False))
-                    if len(self.threads) > _MAX_THREADS:
-                        del self.threads[next(iter(self.threads))]  # the thread seen first
-        return memo
-
-    def forget(self, thread_id: str) -> None:
-        with self.lock:
-            self.threads.pop(thread_id, None)
-
-
 def _check_int(value: Any, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise UserError(f"{name} must be an int >= {minimum}, got {value!r}. Pass e.g. {name}={max(minimum, 4)}.")
     return value
 
 
-def _finished_turn(checkpoint: Checkpoint, metadata: CheckpointMetadata) -> bool:
-    # A node is still due exactly when a `branch:to:<node>` channel holds a value or a Send is queued.
-    # Plain loops: this runs on every put, and generator expressions cost more than the check itself.
-    if metadata.get("source") != "loop":
-        return False
-    values = checkpoint["channel_values"]
-    if values.get(TASKS_CHANNEL):
-        return False
-    for name in values:
-        if name.startswith("branch:to:"):
-            return False
-    return _KEY in checkpoint["channel_versions"]
-
-
-class SmartCheckpointSaver(BaseCheckpointSaver[Any]):
+class SmartCheckpointSaver(SaverWrapper):
     """A checkpoint saver that keeps each thread's messages within a token budget with a rolling summary.
 
     Wraps any LangGraph saver (``inner``) and delegates every method to it, sync and async. At the end of
@@ -182,19 +119,7 @@ class SmartCheckpointSaver(BaseCheckpointSaver[Any]):
         UserError: ``inner`` is not a checkpoint saver or a number is out of range.
     """
 
-    def __new__(cls, inner: Any = None, *args: Any, **kwargs: Any) -> SmartCheckpointSaver:  # noqa: D102
-        if inner is None or cls is not SmartCheckpointSaver:  # copy.copy() passes no arguments
-            return super().__new__(cls)
-        missing = frozenset(
-            name for name in _OPTIONAL if getattr(type(inner), name, None) is getattr(BaseCheckpointSaver, name)
-        )
-        if not missing:
-            return super().__new__(cls)
-        variant = _VARIANTS.get(missing)
-        if variant is None:
-            body = {name: getattr(BaseCheckpointSaver, name) for name in missing}
-            variant = _VARIANTS.setdefault(missing, type(cls.__name__, (cls,), {**body, "__module__": cls.__module__}))
-        return super().__new__(variant)
+    _variants: ClassVar[dict[frozenset[str], type[Any]] | None] = {}
 
     def __init__(
         self,
@@ -225,7 +150,7 @@ class SmartCheckpointSaver(BaseCheckpointSaver[Any]):
         self.max_summary_words = _check_int(max_summary_words, "max_summary_words", 1)
         self.max_tool_result_chars = _check_int(max_tool_result_chars, "max_tool_result_chars", 1)
         self.debug = debug
-        self._shared = _Shared(llm)
+        self._shared = Shared(llm)
         if llm is None and (problem := _default_llm_problem()) is not None:
             # A log record, not warnings.warn: savers are built at import time of apps and test modules alike.
             logger.warning(
@@ -240,200 +165,62 @@ class SmartCheckpointSaver(BaseCheckpointSaver[Any]):
             f"messages_before_summary={self.messages_before_summary}, keep_last_messages={self.keep_last_messages})"
         )
 
-    @property
-    def inner(self) -> BaseCheckpointSaver[Any]:
-        """The wrapped saver (e.g. to call its ``setup()``)."""
-        return self._inner
-
-    @property
-    def serde(self) -> SerializerProtocol:
-        """The inner saver's serializer."""
-        return self._inner.serde
-
-    @serde.setter
-    def serde(self, value: SerializerProtocol) -> None:
-        self._inner.serde = value
-
-    @property
-    def config_specs(self) -> builtins.list[Any]:
-        """The inner saver's configuration specs."""
-        return self._inner.config_specs
-
-    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> SmartCheckpointSaver:
-        """A clone over ``inner.with_allowlist(...)`` that shares the llm and the thread counters."""
-        inner = self._inner.with_allowlist(extra_allowlist)
-        if inner is self._inner:
-            return self
-        clone = copy.copy(self)
-        clone._inner = inner
-        return clone
-
-    def get_next_version(self, current: Any, channel: None) -> Any:
-        """The inner saver's next channel version."""
-        return self._inner.get_next_version(current, channel)
-
-    # ----------------------------------------------------------------------------- reads (pure delegation)
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Delegate to ``inner``."""
-        return self._inner.get_tuple(config)
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Delegate to ``inner``."""
-        return await self._inner.aget_tuple(config)
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        """Delegate to ``inner``."""
-        return self._inner.list(config, filter=filter, before=before, limit=limit)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """Delegate to ``inner``."""
-        async for item in self._inner.alist(config, filter=filter, before=before, limit=limit):
-            yield item
-
-    def get_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        """Delegate to ``inner``."""
-        return self._inner.get_delta_channel_history(config=config, channels=channels)
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        """Delegate to ``inner``."""
-        return await self._inner.aget_delta_channel_history(config=config, channels=channels)
-
-    # ----------------------------------------------------------------------------- deletes (delegation)
-
-    def delete_thread(self, thread_id: str) -> None:
-        """Delegate to ``inner`` and forget the thread's counters."""
-        self._shared.forget(str(thread_id))
-        self._inner.delete_thread(thread_id)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        """Delegate to ``inner`` and forget the thread's counters."""
-        self._shared.forget(str(thread_id))
-        await self._inner.adelete_thread(thread_id)
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delegate to ``inner``."""
-        self._inner.delete_for_runs(run_ids)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delegate to ``inner``."""
-        await self._inner.adelete_for_runs(run_ids)
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Delegate to ``inner``."""
-        self._inner.copy_thread(source_thread_id, target_thread_id)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Delegate to ``inner``."""
-        await self._inner.acopy_thread(source_thread_id, target_thread_id)
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Delegate to ``inner``."""
-        self._inner.prune(thread_ids, strategy=strategy)
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Delegate to ``inner``."""
-        await self._inner.aprune(thread_ids, strategy=strategy)
-
     # ----------------------------------------------------------------------------- writes
 
-    def put_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
-    ) -> None:
-        """Delegate to ``inner`` and note the thread's new messages for the token count."""
-        self._inner.put_writes(config, writes, task_id, task_path)
-        self._note_writes(config, writes, task_id)
-
-    async def aput_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
-    ) -> None:
-        """Delegate to ``inner`` and note the thread's new messages for the token count."""
-        await self._inner.aput_writes(config, writes, task_id, task_path)
-        self._note_writes(config, writes, task_id)
-
-    def put(
+    def _put(
         self,
         config: RunnableConfig,
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> RunnableConfig:
+    ) -> Flow[RunnableConfig]:
         """Store the checkpoint in ``inner``; at the end of a turn over a trigger, add the compacted child.
 
         Returns:
             The config of the compacted child when one was written, else ``inner``'s config.
         """
-        stored = self._inner.put(config, checkpoint, metadata, new_versions)
+        stored: RunnableConfig = yield Step.of(self._inner, "put", config, checkpoint, metadata, new_versions)
         due = self._advance(config, checkpoint, metadata)
         if due is None:
             return stored
         messages = due.messages
         if messages is None:
-            history = self._inner.get_delta_channel_history(config=stored, channels=[_KEY])
-            messages = replay_messages(history[_KEY].get("seed"), history[_KEY]["writes"])
+            messages = yield from self._history(stored)
         plan = self._plan(due, messages)
         if plan is None:
             return stored
         try:
-            text = chat_summarizer(plan.to_summarize, llm=self._llm(), **self._summary_args(plan))
+            summary_args = {"llm": self._llm(), **self._summary_args(plan)}
+            text: str = yield Step(chat_summarizer, achat_summarizer, (plan.to_summarize,), summary_args)
             built = self._build(due, checkpoint, metadata, plan, text)
-            new_config = self._inner.put(stored, built[0], built[1], built[2])
+            new_config: RunnableConfig = yield Step.of(self._inner, "put", stored, built[0], built[1], built[2])
         except Exception as error:
             self._log_failure(error)
             return stored
         self._committed(due, built[0]["id"], built[3], text)
         return new_config
 
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Async twin of `put`."""
-        stored = await self._inner.aput(config, checkpoint, metadata, new_versions)
-        due = self._advance(config, checkpoint, metadata)
-        if due is None:
-            return stored
-        messages = due.messages
-        if messages is None:
-            history = await self._inner.aget_delta_channel_history(config=stored, channels=[_KEY])
-            messages = replay_messages(history[_KEY].get("seed"), history[_KEY]["writes"])
-        plan = self._plan(due, messages)
-        if plan is None:
-            return stored
-        try:
-            text = await achat_summarizer(plan.to_summarize, llm=self._llm(), **self._summary_args(plan))
-            built = self._build(due, checkpoint, metadata, plan, text)
-            new_config = await self._inner.aput(stored, built[0], built[1], built[2])
-        except Exception as error:
-            self._log_failure(error)
-            return stored
-        self._committed(due, built[0]["id"], built[3], text)
-        return new_config
+    put, aput = twins(_put, "put")
+
+    def _put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> Flow[None]:
+        """Delegate to ``inner`` and note the thread's new messages for the token count."""
+        yield Step.of(self._inner, "put_writes", config, writes, task_id, task_path)
+        self._note_writes(config, writes, task_id)
+
+    put_writes, aput_writes = twins(_put_writes, "put_writes", _put_writes.__doc__)
+
+    def _delete_thread(self, thread_id: str) -> Flow[None]:
+        """Delegate to ``inner`` and forget the thread's counters."""
+        self._shared.forget(str(thread_id))
+        yield Step.of(self._inner, "delete_thread", thread_id)
+
+    delete_thread, adelete_thread = twins(_delete_thread, "delete_thread", _delete_thread.__doc__)
 
     # ----------------------------------------------------------------------------- raw history
 
-    def get_raw_history(self, config: RunnableConfig) -> _Messages:
+    def _raw_history(self, config: RunnableConfig) -> Flow[_Messages]:
         """Every message of the thread as it was before any summary, oldest first (summaries left out).
 
         Walks the inner saver's checkpoint chain from ``config`` (the latest checkpoint when it names
@@ -446,33 +233,22 @@ class SmartCheckpointSaver(BaseCheckpointSaver[Any]):
             The raw messages; ``[]`` for an unknown thread.
         """
         segments: builtins.list[_Messages] = []
-        current = self._inner.get_tuple(config)
-        head = self._messages_of(current) if current is not None else []
+        current = yield Step.of(self._inner, "get_tuple", config)
+        head = (yield from self._messages_of(current)) if current is not None else []
         while current is not None:
-            parent = self._inner.get_tuple(current.parent_config) if current.parent_config else None
+            parent = (yield Step.of(self._inner, "get_tuple", current.parent_config)) if current.parent_config else None
             if COMPACTION_KEY in current.metadata and parent is not None:
-                kept = {m.id for m in self._messages_of(current)}
-                segments.append([m for m in split_summary(self._messages_of(parent))[1] if m.id not in kept])
-            current = parent
-        return [m for segment in reversed(segments) for m in segment] + split_summary(head)[1]
-
-    async def aget_raw_history(self, config: RunnableConfig) -> _Messages:
-        """Async twin of `get_raw_history`."""
-        segments: builtins.list[_Messages] = []
-        current = await self._inner.aget_tuple(config)
-        head = await self._amessages_of(current) if current is not None else []
-        while current is not None:
-            parent = await self._inner.aget_tuple(current.parent_config) if current.parent_config else None
-            if COMPACTION_KEY in current.metadata and parent is not None:
-                kept = {m.id for m in await self._amessages_of(current)}
-                older = split_summary(await self._amessages_of(parent))[1]
+                kept = {m.id for m in (yield from self._messages_of(current))}
+                older = split_summary((yield from self._messages_of(parent)))[1]
                 segments.append([m for m in older if m.id not in kept])
             current = parent
         return [m for segment in reversed(segments) for m in segment] + split_summary(head)[1]
 
+    get_raw_history, aget_raw_history = twins(_raw_history, "get_raw_history")
+
     # ----------------------------------------------------------------------------- internals
 
-    def _messages_of(self, tup: CheckpointTuple) -> _Messages:
+    def _messages_of(self, tup: CheckpointTuple) -> Flow[_Messages]:
         value = tup.checkpoint["channel_values"].get(_KEY)
         if value is not None and not isinstance(value, DeltaSnapshot):
             return list(value)
@@ -480,18 +256,11 @@ class SmartCheckpointSaver(BaseCheckpointSaver[Any]):
             return []
         if value is not None:
             return replay_messages(value, [])
-        history = self._inner.get_delta_channel_history(config=tup.config, channels=[_KEY])
-        return replay_messages(history[_KEY].get("seed"), history[_KEY]["writes"])
+        return (yield from self._history(tup.config))
 
-    async def _amessages_of(self, tup: CheckpointTuple) -> _Messages:
-        value = tup.checkpoint["channel_values"].get(_KEY)
-        if value is not None and not isinstance(value, DeltaSnapshot):
-            return list(value)
-        if value is None and _KEY not in tup.checkpoint["channel_versions"]:
-            return []
-        if value is not None:
-            return replay_messages(value, [])
-        history = await self._inner.aget_delta_channel_history(config=tup.config, channels=[_KEY])
+    def _history(self, config: RunnableConfig) -> Flow[_Messages]:
+        """The messages of a delta-channel thread, replayed from the inner saver's write history."""
+        history = yield Step.of(self._inner, "get_delta_channel_history", config=config, channels=[_KEY])
         return replay_messages(history[_KEY].get("seed"), history[_KEY]["writes"])
 
     def _note_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str) -> None:
@@ -504,8 +273,8 @@ class SmartCheckpointSaver(BaseCheckpointSaver[Any]):
         memo = self._shared.thread(str(conf["thread_id"]))
         memo.pending.setdefault(str(conf["checkpoint_id"]), {})[task_id] = values
 
-    def _advance(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata) -> _Due | None:
-        """Move the thread's counters to ``checkpoint``; return a `_Due` when a finished turn may need a summary."""
+    def _advance(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata) -> Due | None:
+        """Move the thread's counters to ``checkpoint``; return a `Due` when a finished turn may need a summary."""
         conf = config.get("configurable", {})
         if conf.get("checkpoint_ns") or "thread_id" not in conf:
             return None
@@ -525,7 +294,7 @@ class SmartCheckpointSaver(BaseCheckpointSaver[Any]):
         if memo.pending:
             for stale in [cid for cid in memo.pending if cid < memo.head]:
                 del memo.pending[stale]
-        if not _finished_turn(checkpoint, metadata):
+        if not finished_turn(checkpoint, metadata):
             return None
         tally = memo.tally
         value = checkpoint["channel_values"].get(_KEY)
@@ -537,10 +306,10 @@ class SmartCheckpointSaver(BaseCheckpointSaver[Any]):
                 logger.info("thread %s: ~%d tokens, %d new messages: under budget", conf["thread_id"], *_counts(tally))
             return None
         if value is None or isinstance(value, DeltaSnapshot):
-            return _Due(memo, True, list(value.value) if value is not None else None)
-        return _Due(memo, False, list(value))
+            return Due(memo, True, list(value.value) if value is not None else None)
+        return Due(memo, False, list(value))
 
-    def _plan(self, due: _Due, messages: _Messages) -> Plan | None:
+    def _plan(self, due: Due, messages: _Messages) -> Plan | None:
         tally = due.thread.tally = Tally.of(messages, due.thread.sizes)
         over_tokens = tally.tokens > self.max_tokens
         over_count = tally.since_summary >= self.messages_before_summary
@@ -572,7 +341,7 @@ class SmartCheckpointSaver(BaseCheckpointSaver[Any]):
         return self._shared.llm
 
     def _build(
-        self, due: _Due, checkpoint: Checkpoint, metadata: CheckpointMetadata, plan: Plan, text: str
+        self, due: Due, checkpoint: Checkpoint, metadata: CheckpointMetadata, plan: Plan, text: str
     ) -> tuple[Checkpoint, CheckpointMetadata, ChannelVersions, _Messages]:
         return build_compaction(
             checkpoint,
@@ -584,7 +353,7 @@ class SmartCheckpointSaver(BaseCheckpointSaver[Any]):
             next_version=lambda current: self._inner.get_next_version(current, None),
         )
 
-    def _committed(self, due: _Due, checkpoint_id: str, messages: _Messages, text: str) -> None:
+    def _committed(self, due: Due, checkpoint_id: str, messages: _Messages, text: str) -> None:
         due.thread.head = checkpoint_id
         due.thread.tally = Tally.of(messages, due.thread.sizes)
         if due.thread.tally.tokens > self.max_tokens:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from ai_utils._optional import missing_extra
 from ai_utils.exceptions import UserError
+from ai_utils.memory._closeable import Closeable
 from ai_utils.memory._threaded import ThreadedAsyncSaver
 
 try:
@@ -42,7 +42,7 @@ def _check_path(path: Any) -> str:
     return str(file)
 
 
-class SqliteCheckpointSaver(ThreadedAsyncSaver, SqliteSaver):
+class SqliteCheckpointSaver(Closeable, ThreadedAsyncSaver, SqliteSaver):
     """LangGraph's ``SqliteSaver`` tuned for durability and usable from sync and async runs.
 
     The sync methods are ``SqliteSaver``'s. The async methods (``aget_tuple``, ``alist``, ``aput``,
@@ -78,14 +78,6 @@ class SqliteCheckpointSaver(ThreadedAsyncSaver, SqliteSaver):
     def close(self) -> None:
         """Close the database connection. The saver cannot be used afterwards."""
         self.conn.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"SqliteCheckpointSaver(path={self.path!r})"

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import random
-import re
 from collections.abc import Iterator, Mapping, Sequence
-from importlib import resources
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -20,12 +16,24 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
     PendingWrite,
     get_checkpoint_id,
-    get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ai_utils._optional import missing_extra
-from ai_utils.exceptions import AiUtilsError, UserError
+from ai_utils.exceptions import UserError
+from ai_utils.memory._supabase_rows import (
+    CHECKPOINT_COLUMNS,
+    WRITE_COLUMNS,
+    Row,
+    checkpoint_row,
+    configurable,
+    json_safe,
+    pending_writes,
+    thread_config,
+    tuple_of,
+    write_rows,
+)
+from ai_utils.memory._supabase_tables import SupabaseCheckpointError, check_table, refusal, supabase_checkpoints_sql
 from ai_utils.memory._threaded import ThreadedAsyncSaver
 
 try:
@@ -37,92 +45,10 @@ except ImportError as _import_error:
 
 __all__ = ["SupabaseCheckpointError", "SupabaseCheckpointSaver", "supabase_checkpoints_sql"]
 
-Rows = list[dict[str, Any]]
+Rows = list[Row]
 Ids = list[str]
-_TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,50}$")
-_CHECKPOINT_COLUMNS = (
-    "thread_id,checkpoint_ns,checkpoint_id,parent_checkpoint_id,checkpoint_type,checkpoint_data,metadata"
-)
-_WRITE_COLUMNS = "checkpoint_id,task_id,task_path,idx,channel,value_type,value_data"
 # Keeps `in.(...)` query strings well below URL length limits.
 _IDS_PER_QUERY = 100
-_MISSING_TABLE_CODES = {"42P01", "PGRST205", "PGRST204", "42703"}
-
-
-class SupabaseCheckpointError(AiUtilsError):
-    """Supabase (PostgREST) refused a checkpoint read or write.
-
-    Attributes:
-        code: the PostgREST / Postgres error code, e.g. ``"42501"`` (permission denied).
-    """
-
-    def __init__(self, message: str, *, code: str | None) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def _check_table(table: Any) -> str:
-    if not isinstance(table, str) or not _TABLE_NAME.match(table):
-        raise UserError(
-            f"table must be a lowercase SQL identifier (letters, digits, _; at most 51 chars), got {table!r}. "
-            "Pass e.g. table='checkpoints'."
-        )
-    return table
-
-
-def supabase_checkpoints_sql(table: str = "checkpoints") -> str:
-    """Return the SQL that creates the tables `SupabaseCheckpointSaver` needs.
-
-    The shipped file ``ai_utils/memory/supabase_checkpoints.sql`` creates ``checkpoints`` and
-    ``checkpoints_writes``; for another ``table`` every object is renamed (``<table>``,
-    ``<table>_writes``). Row level security is enabled without policies, so only the service role
-    can read conversations. Run it once in the Supabase SQL editor or with psql.
-
-    Args:
-        table: the checkpoint table name.
-
-    Returns:
-        The SQL script.
-
-    Raises:
-        UserError: ``table`` is not a plain lowercase identifier.
-    """
-    name = _check_table(table)
-    sql = resources.files("ai_utils.memory").joinpath("supabase_checkpoints.sql").read_text(encoding="utf-8")
-    return re.sub(r"\bcheckpoints(?=\b|_)", name, sql)
-
-
-def _encode(typed: tuple[str, bytes]) -> tuple[str, str]:
-    return typed[0], base64.b64encode(typed[1]).decode("ascii")
-
-
-def _decode(kind: str, data: str) -> tuple[str, bytes]:
-    return kind, base64.b64decode(data)
-
-
-def _json_safe(value: Any) -> Any:
-    """Metadata as JSON Postgres accepts (jsonb rejects NUL characters)."""
-    if isinstance(value, str):
-        return value.replace("\x00", "")
-    if isinstance(value, dict):
-        return {str(k).replace("\x00", ""): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    return json.loads(json.dumps(value, default=str))
-
-
-def _write_key(item: tuple[str, str, int, str, Any]) -> tuple[str, str, int]:
-    return item[0], item[1], item[2]
-
-
-def _configurable(config: RunnableConfig) -> dict[str, Any]:
-    return dict(config.get("configurable") or {})
-
-
-def _thread_config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
-    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}}
 
 
 class SupabaseCheckpointSaver(ThreadedAsyncSaver):
@@ -178,7 +104,7 @@ class SupabaseCheckpointSaver(ThreadedAsyncSaver):
             )
         super().__init__(serde=serde)
         self.client = client
-        self.table = _check_table(table)
+        self.table = check_table(table)
         self.writes_table = f"{self.table}_writes"
         if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= 1000:
             raise UserError(f"page_size must be an int from 1 to 1000, got {page_size!r}. Keep the default 500.")
@@ -191,33 +117,15 @@ class SupabaseCheckpointSaver(ThreadedAsyncSaver):
         try:
             response = query.execute()
         except APIError as error:
-            raise self._error(error, what) from None
+            raise refusal(error.code, error.message, what, self.table) from None
         return cast("list[dict[str, Any]]", response.data or [])
-
-    def _error(self, error: APIError, what: str) -> AiUtilsError:
-        if error.code in _MISSING_TABLE_CODES:
-            return UserError(
-                f"SupabaseCheckpointSaver could not {what}: {error.message} (code {error.code}). Create the "
-                f"tables with the SQL from ai_utils.memory.supabase.supabase_checkpoints_sql({self.table!r})."
-            )
-        hint = " Use the service role key, not the anon key." if error.code == "42501" else ""
-        if error.code is None and error.message is None:
-            # PostgREST answers some requests with a bare `{}` body, e.g. while it reloads its schema cache.
-            return SupabaseCheckpointError(
-                f"SupabaseCheckpointSaver could not {what}: PostgREST answered with an error but no details. "
-                "Retry; if it persists, check the Supabase project's API logs.",
-                code=None,
-            )
-        return SupabaseCheckpointError(
-            f"SupabaseCheckpointSaver could not {what}: {error.message} (code {error.code}).{hint}", code=error.code
-        )
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Return the checkpoint ``config`` names, or the thread's latest one without a ``checkpoint_id``."""
-        conf = _configurable(config)
+        conf = configurable(config)
         query = (
             self.client.table(self.table)
-            .select(_CHECKPOINT_COLUMNS)
+            .select(CHECKPOINT_COLUMNS)
             .eq("thread_id", str(conf["thread_id"]))
             .eq("checkpoint_ns", conf.get("checkpoint_ns") or "")
         )
@@ -229,18 +137,7 @@ class SupabaseCheckpointSaver(ThreadedAsyncSaver):
         if not rows:
             return None
         writes = self._pending_writes(rows[0]["thread_id"], rows[0]["checkpoint_ns"], [rows[0]["checkpoint_id"]])
-        return self._tuple(rows[0], writes)
-
-    def _tuple(self, row: dict[str, Any], writes: dict[str, list[PendingWrite]]) -> CheckpointTuple:
-        thread_id, ns, checkpoint_id = row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"]
-        parent = row.get("parent_checkpoint_id")
-        return CheckpointTuple(
-            config=_thread_config(thread_id, ns, checkpoint_id),
-            checkpoint=self.serde.loads_typed(_decode(row["checkpoint_type"], row["checkpoint_data"])),
-            metadata=cast("CheckpointMetadata", row.get("metadata") or {}),
-            parent_config=_thread_config(thread_id, ns, parent) if parent else None,
-            pending_writes=writes.get(checkpoint_id, []),
-        )
+        return tuple_of(self.serde, rows[0], writes)
 
     def _pending_writes(self, thread_id: str, ns: str, checkpoint_ids: Sequence[str]) -> dict[str, list[PendingWrite]]:
         rows: list[dict[str, Any]] = []
@@ -250,7 +147,7 @@ class SupabaseCheckpointSaver(ThreadedAsyncSaver):
             while True:
                 query = (
                     self.client.table(self.writes_table)
-                    .select(_WRITE_COLUMNS)
+                    .select(WRITE_COLUMNS)
                     .eq("thread_id", thread_id)
                     .eq("checkpoint_ns", ns)
                     .in_("checkpoint_id", chunk)
@@ -265,18 +162,7 @@ class SupabaseCheckpointSaver(ThreadedAsyncSaver):
                 if len(page) < self.page_size:
                     break
                 offset += self.page_size
-        result: dict[str, list[tuple[str, str, int, str, Any]]] = {}
-        for row in rows:
-            value = self.serde.loads_typed(_decode(row["value_type"], row["value_data"]))
-            entry = (row["task_path"], row["task_id"], row["idx"], row["channel"], value)
-            result.setdefault(row["checkpoint_id"], []).append(entry)
-        # LangGraph replays a step's writes in writes_sort_key order: (task_path, task_id, idx).
-        return {
-            checkpoint_id: [
-                (task_id, channel, value) for _p, task_id, _i, channel, value in sorted(items, key=_write_key)
-            ]
-            for checkpoint_id, items in result.items()
-        }
+        return pending_writes(self.serde, rows)
 
     def list(
         self,
@@ -291,16 +177,16 @@ class SupabaseCheckpointSaver(ThreadedAsyncSaver):
         offset = 0
         while remaining is None or remaining > 0:
             size = self.page_size if remaining is None else min(self.page_size, remaining)
-            query = self.client.table(self.table).select(_CHECKPOINT_COLUMNS)
+            query = self.client.table(self.table).select(CHECKPOINT_COLUMNS)
             if config is not None:
-                conf = _configurable(config)
+                conf = configurable(config)
                 query = query.eq("thread_id", str(conf["thread_id"]))
                 if conf.get("checkpoint_ns") is not None:
                     query = query.eq("checkpoint_ns", conf["checkpoint_ns"])
                 if checkpoint_id := get_checkpoint_id(config):
                     query = query.eq("checkpoint_id", checkpoint_id)
             if filter:
-                query = query.contains("metadata", _json_safe(filter))
+                query = query.contains("metadata", json_safe(filter))
             if before is not None and (before_id := get_checkpoint_id(before)):
                 query = query.lt("checkpoint_id", before_id)
             query = query.order("checkpoint_id", desc=True).order("thread_id").order("checkpoint_ns")
@@ -318,7 +204,7 @@ class SupabaseCheckpointSaver(ThreadedAsyncSaver):
             groups.setdefault((row["thread_id"], row["checkpoint_ns"]), []).append(row["checkpoint_id"])
         writes = {key: self._pending_writes(key[0], key[1], ids) for key, ids in groups.items()}
         for row in rows:
-            yield self._tuple(row, writes[(row["thread_id"], row["checkpoint_ns"])])
+            yield tuple_of(self.serde, row, writes[(row["thread_id"], row["checkpoint_ns"])])
 
     def put(
         self,
@@ -328,24 +214,12 @@ class SupabaseCheckpointSaver(ThreadedAsyncSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store ``checkpoint`` (an upsert, so a retried put is harmless) and return its config."""
-        conf = _configurable(config)
-        thread_id = str(conf["thread_id"])
-        ns = conf.get("checkpoint_ns") or ""
-        kind, data = _encode(self.serde.dumps_typed(checkpoint))
-        row = {
-            "thread_id": thread_id,
-            "checkpoint_ns": ns,
-            "checkpoint_id": checkpoint["id"],
-            "parent_checkpoint_id": conf.get("checkpoint_id"),
-            "checkpoint_type": kind,
-            "checkpoint_data": data,
-            "metadata": _json_safe(get_serializable_checkpoint_metadata(config, metadata)),
-        }
+        row = checkpoint_row(self.serde, config, checkpoint, metadata)
         query = self.client.table(self.table).upsert(
             row, on_conflict="thread_id,checkpoint_ns,checkpoint_id", returning=ReturnMethod.minimal
         )
         self._run(query, "store a checkpoint")
-        return _thread_config(thread_id, ns, checkpoint["id"])
+        return thread_config(row["thread_id"], row["checkpoint_ns"], checkpoint["id"])
 
     def put_writes(
         self,
@@ -361,23 +235,7 @@ class SupabaseCheckpointSaver(ThreadedAsyncSaver):
         """
         if not writes:
             return
-        conf = _configurable(config)
-        rows = []
-        for index, (channel, value) in enumerate(writes):
-            kind, data = _encode(self.serde.dumps_typed(value))
-            rows.append(
-                {
-                    "thread_id": str(conf["thread_id"]),
-                    "checkpoint_ns": conf.get("checkpoint_ns") or "",
-                    "checkpoint_id": conf["checkpoint_id"],
-                    "task_id": task_id,
-                    "task_path": task_path,
-                    "idx": WRITES_IDX_MAP.get(channel, index),
-                    "channel": channel,
-                    "value_type": kind,
-                    "value_data": data,
-                }
-            )
+        rows = write_rows(self.serde, config, writes, task_id, task_path)
         replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
         query = self.client.table(self.writes_table).upsert(
             rows,

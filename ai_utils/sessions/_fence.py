@@ -2,22 +2,53 @@
 
 While this worker leases a session, every checkpoint write for its thread runs with ``FENCE`` set to
 ``(session_id, token)``; each dialect's saver reads it where it opens the write transaction and checks the
-lease there, so a replaced worker's write never becomes visible (`SessionFencedError`).
+lease there (`check_fence`), so a replaced worker's write never becomes visible (`SessionFencedError`).
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["FENCE", "FencedWrites"]
+from ai_utils.exceptions import SessionFencedError
+from ai_utils.memory._methods import named
+
+__all__ = ["FENCE", "FencedWrites", "check_fence"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # (session_id, token) of the checkpoint write in progress in this context.
 FENCE: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("ai_utils_session_fence", default=None)
+
+
+def check_fence(fence: tuple[str, int], token: Any) -> None:
+    """Refuse the write unless ``token`` (read from the session row in the write transaction) is still ours."""
+    if token is None or int(token) != fence[1]:
+        raise SessionFencedError(
+            f"Session {fence[0]!r} was taken over by another worker; its checkpoint write is refused.",
+            session_id=fence[0],
+        )
+
+
+def _fenced(template: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:
+    """The saver's own write method ``template`` names, run with ``FENCE`` set from its config."""
+    name = template.__name__
+
+    def write(self: FencedWrites, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        config = args[0] if args else kwargs["config"]
+        reset = FENCE.set(self._fence(cast("RunnableConfig", config)))
+        try:
+            return cast("R", getattr(super(FencedWrites, self), name)(*args, **kwargs))
+        finally:
+            FENCE.reset(reset)
+
+    named(write, template, name, f"``{name}`` of the saver, fenced while this worker leases the thread's session.")
+    return write
 
 
 class FencedWrites(BaseCheckpointSaver[Any]):
@@ -30,26 +61,5 @@ class FencedWrites(BaseCheckpointSaver[Any]):
         token = self.leases.get(thread) if isinstance(thread, str) else None
         return None if token is None else (thread, token)  # type: ignore[return-value]
 
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Store a checkpoint (fenced while this worker leases the thread's session)."""
-        reset = FENCE.set(self._fence(config))
-        try:
-            return super().put(config, checkpoint, metadata, new_versions)
-        finally:
-            FENCE.reset(reset)
-
-    def put_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
-    ) -> None:
-        """Store a task's writes (fenced while this worker leases the thread's session)."""
-        reset = FENCE.set(self._fence(config))
-        try:
-            super().put_writes(config, writes, task_id, task_path)
-        finally:
-            FENCE.reset(reset)
+    put = _fenced(BaseCheckpointSaver.put)
+    put_writes = _fenced(BaseCheckpointSaver.put_writes)

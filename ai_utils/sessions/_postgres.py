@@ -12,10 +12,9 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ai_utils.exceptions import SessionFencedError
 from ai_utils.memory.postgres import PostgresCheckpointSaver
-from ai_utils.sessions._fence import FENCE, FencedWrites
-from ai_utils.sessions._schema import Cursor
+from ai_utils.sessions._fence import FENCE, FencedWrites, check_fence
+from ai_utils.sessions._schema import Cursor, SaverDb
 from ai_utils.sessions._store import SessionStore
 
 __all__ = ["PostgresSessions", "postgres_sessions"]
@@ -38,11 +37,7 @@ class _FencedPostgresSaver(FencedWrites, PostgresCheckpointSaver):
         with self.pool.connection() as conn, conn.transaction(), conn.cursor(binary=True, row_factory=dict_row) as cur:
             cur.execute("SELECT lease_token FROM ai_utils_sessions WHERE session_id = %s FOR SHARE", (fence[0],))
             row = cur.fetchone()
-            if row is None or int(row["lease_token"]) != fence[1]:
-                raise SessionFencedError(
-                    f"Session {fence[0]!r} was taken over by another worker; its checkpoint write is refused.",
-                    session_id=fence[0],
-                )
+            check_fence(fence, None if row is None else row["lease_token"])
             yield cur
 
 
@@ -66,11 +61,10 @@ class _PgCursor:
         return int(self._cur.rowcount)
 
 
-class _PgDb:
-    for_update = " FOR UPDATE"
+class _PgDb(SaverDb[_FencedPostgresSaver]):
+    """The store's `Db` on the saver's connection pool."""
 
-    def __init__(self, saver: _FencedPostgresSaver) -> None:
-        self.saver = saver
+    for_update = " FOR UPDATE"
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Cursor]:
@@ -86,11 +80,9 @@ class _PgDb:
         with self.saver.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
             yield _PgCursor(cur)
 
-    def setup(self, statements: Sequence[str]) -> None:
-        with self.write() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(?)", (_SETUP_KEY,))
-            for statement in statements:
-                cur.execute(statement)
+    def lock_setup(self, cur: Cursor) -> None:
+        """Concurrent ``CREATE TABLE IF NOT EXISTS`` race in Postgres: one setup at a time, per database."""
+        cur.execute("SELECT pg_advisory_xact_lock(?)", (_SETUP_KEY,))
 
 
 class PostgresSessions(SessionStore):

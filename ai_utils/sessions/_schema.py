@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from ai_utils._json import fast_json
 from ai_utils.exceptions import UserError
@@ -19,12 +19,15 @@ __all__ = [
     "TURN_COLUMNS",
     "Cursor",
     "Db",
+    "SaverDb",
     "TurnRow",
     "check_id",
     "dumps",
     "loads",
     "turn_row",
 ]
+
+SaverT = TypeVar("SaverT")
 
 MAX_STEERS = 64
 MAX_STEER_BYTES = 64 * 1024
@@ -91,6 +94,38 @@ class Db(Protocol):
     def setup(self, statements: Sequence[str]) -> None:
         """Create the tables (safe when several processes start at once)."""
         ...
+
+
+class SaverDb(Generic[SaverT]):
+    """A `Db` on a checkpoint saver's own connection or pool, so store and checkpoints share transactions.
+
+    A dialect sets ``for_update`` and implements ``write`` / ``read``; `setup` runs the statements in one
+    write transaction, after `lock_setup` (where the write transaction alone does not keep concurrent
+    setups apart).
+    """
+
+    for_update: str = ""
+
+    def __init__(self, saver: SaverT) -> None:
+        self.saver = saver
+
+    def write(self) -> contextlib.AbstractContextManager[Cursor]:
+        """One write transaction: committed on success, rolled back on error."""
+        raise NotImplementedError
+
+    def read(self) -> contextlib.AbstractContextManager[Cursor]:
+        """A cursor for reads."""
+        raise NotImplementedError
+
+    def lock_setup(self, cur: Cursor) -> None:
+        """Keep another process's `setup` out until this transaction ends (nothing to do by default)."""
+
+    def setup(self, statements: Sequence[str]) -> None:
+        """Create the tables (safe when several processes start at once)."""
+        with self.write() as cur:
+            self.lock_setup(cur)
+            for statement in statements:
+                cur.execute(statement)
 
 
 @dataclass(frozen=True, slots=True)

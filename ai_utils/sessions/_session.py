@@ -9,7 +9,7 @@ once in this process, polled from others).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from ai_utils.client import Decision, StreamChunk, StreamLine
 from ai_utils.exceptions import UserError
+from ai_utils.memory._methods import Flow, Step, aiterate, iterate, twins
 from ai_utils.sessions._schema import MAX_STEER_BYTES, check_id, loads
 from ai_utils.sessions._store import SessionStore
 
@@ -119,40 +120,31 @@ class Turn:
             output=value,
         )
 
+    def _wait(self, timeout: float | None = None) -> Flow[TurnResult]:
+        """Wait for the turn to end: the body of `result` and `aresult`."""
+        store = self._session._store
+        signal = store.engine.signal
+        waited = 0.0
+        while True:
+            seen = signal.version(self.session_id)
+            result = self._result()
+            if result is not None:
+                return result
+            if timeout is not None and waited >= timeout:
+                raise TimeoutError(f"Turn {self.id!r} did not end within {timeout} s.")
+            yield Step(signal.wait, signal.await_version, (self.session_id, seen, store.poll_seconds))
+            waited += store.poll_seconds
+
+    _result_sync, aresult = twins(_wait, "result")
+
     def result(self, timeout: float | None = None) -> TurnResult:
         """Wait for the turn to end (it runs whether or not anyone iterates it).
 
         Raises:
             TimeoutError: when ``timeout`` seconds pass first.
         """
-        store = self._session._store
-        signal = store.engine.signal
         self._session._check_sync("turn.result()", "`await turn.aresult()`")
-        waited = 0.0
-        while True:
-            seen = signal.version(self.session_id)
-            result = self._result()
-            if result is not None:
-                return result
-            if timeout is not None and waited >= timeout:
-                raise TimeoutError(f"Turn {self.id!r} did not end within {timeout} s.")
-            signal.wait(self.session_id, seen, store.poll_seconds)
-            waited += store.poll_seconds
-
-    async def aresult(self, timeout: float | None = None) -> TurnResult:
-        """Async twin of `result`."""
-        store = self._session._store
-        signal = store.engine.signal
-        waited = 0.0
-        while True:
-            seen = signal.version(self.session_id)
-            result = self._result()
-            if result is not None:
-                return result
-            if timeout is not None and waited >= timeout:
-                raise TimeoutError(f"Turn {self.id!r} did not end within {timeout} s.")
-            await signal.await_version(self.session_id, seen, store.poll_seconds)
-            waited += store.poll_seconds
+        return self._result_sync(timeout)
 
 
 class Session:
@@ -210,14 +202,14 @@ class Session:
             store.engine.contexts[turn_id] = self._context
         return Turn(self, turn_id, message_id, repeated, last)
 
-    def prompt(
+    def _prompt(
         self,
         input: str | None = None,
         *,
         message_id: str | None = None,
         decision: Decision | None = None,
         decisions: Sequence[Decision] | Mapping[str, Decision] | None = None,
-    ) -> Turn:
+    ) -> Flow[Turn]:
         """Store a prompt (or a decision for a waiting approval) and start its turn; returns once stored.
 
         Args:
@@ -231,25 +223,22 @@ class Session:
             UserError: bad input or ids, a decision with no approval waiting, or another agent's session.
             MessageIdInUseError: ``message_id`` already names a steer.
         """
-        turn = self._accept(input, message_id, decision, decisions)
-        self._store.engine.kick(self.id)
+        turn: Turn = yield Step(self._accept, self._aaccept, (input, message_id, decision, decisions))
+        yield Step(self._kick, self._akick)
         return turn
 
-    async def aprompt(
-        self,
-        input: str | None = None,
-        *,
-        message_id: str | None = None,
-        decision: Decision | None = None,
-        decisions: Sequence[Decision] | Mapping[str, Decision] | None = None,
-    ) -> Turn:
-        """Async twin of `prompt` (iterate the turn with ``async for``)."""
+    prompt, aprompt = twins(_prompt, "prompt", "Async twin of `prompt` (iterate the turn with ``async for``).")
+
+    async def _aaccept(self, input: Any, message_id: str | None, decision: Any, decisions: Any) -> Turn:
         if self._store.kind == "postgres":
-            turn = await asyncio.to_thread(self._accept, input, message_id, decision, decisions)
-        else:
-            turn = self._accept(input, message_id, decision, decisions)
+            return await asyncio.to_thread(self._accept, input, message_id, decision, decisions)
+        return self._accept(input, message_id, decision, decisions)
+
+    def _kick(self) -> None:
+        self._store.engine.kick(self.id)
+
+    async def _akick(self) -> None:
         self._store.engine.kick(self.id, here=True)  # the turn runs as a task on this loop
-        return turn
 
     def steer(self, text: str, *, message_id: str | None = None) -> str:
         """Store a steer: it joins the running turn before its next model call, or becomes the next turn.
@@ -337,8 +326,7 @@ class Session:
                 f"on this loop); use {twin} instead."
             )
 
-    def _follow(self, after: int, *, turn_id: str | None = None) -> Iterator[StreamLine]:
-        self._check_sync("Iterating synchronously", "`async for`")
+    def _lines(self, after: int, turn_id: str | None, here: bool) -> Generator[StreamLine | Step[Any], Any, None]:
         store = self._store
         signal = store.engine.signal
         waits = 0
@@ -358,31 +346,14 @@ class Session:
                 continue
             waits += 1
             if waits % 10 == 0:
-                self._continue_if_orphaned()  # its worker may have died while we follow: take over
-            signal.wait(self.id, seen, store.poll_seconds)
+                self._continue_if_orphaned(here=here)  # its worker may have died while we follow: take over
+            yield Step(signal.wait, signal.await_version, (self.id, seen, store.poll_seconds))
+
+    def _follow(self, after: int, *, turn_id: str | None = None) -> Iterator[StreamLine]:
+        self._check_sync("Iterating synchronously", "`async for`")
+        yield from iterate(self._lines(after, turn_id, here=False))
 
     async def _afollow(self, after: int, *, turn_id: str | None = None) -> AsyncIterator[StreamLine]:
         self._continue_if_orphaned(here=True)
-        store = self._store
-        signal = store.engine.signal
-        waits = 0
-        while True:
-            seen = signal.version(self.id)
-            lines, after, ended = self._rows(after, turn_id)
-            for line in lines:
-                yield line
-            if ended:
-                return
-            if lines:
-                continue
-            if self._idle(turn_id):
-                lines, after, _ = self._rows(after, turn_id)
-                if not lines:
-                    return
-                for line in lines:
-                    yield line
-                continue
-            waits += 1
-            if waits % 10 == 0:
-                self._continue_if_orphaned(here=True)  # its worker may have died while we follow: take over
-            await signal.await_version(self.id, seen, store.poll_seconds)
+        async for line in aiterate(self._lines(after, turn_id, here=True)):
+            yield line

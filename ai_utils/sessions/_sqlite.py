@@ -12,19 +12,31 @@ import asyncio
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
-
-from ai_utils.exceptions import SessionFencedError, UserError
+from ai_utils.exceptions import UserError
 from ai_utils.memory.sqlite import SqliteCheckpointSaver
-from ai_utils.sessions._fence import FENCE, FencedWrites
-from ai_utils.sessions._schema import Cursor
+from ai_utils.sessions._fence import FENCE, FencedWrites, check_fence
+from ai_utils.sessions._schema import Cursor, SaverDb
 from ai_utils.sessions._store import SessionStore
 
 __all__ = ["memory_sessions", "sqlite_sessions"]
+
+
+@contextlib.contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Cursor]:
+    """A write transaction that takes SQLite's write lock at once: committed on success, else rolled back."""
+    cur = conn.cursor()
+    try:
+        cur.execute("BEGIN IMMEDIATE")
+        yield cur
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    finally:
+        cur.close()
 
 
 class _FencedSqliteSaver(FencedWrites, SqliteCheckpointSaver):
@@ -34,42 +46,11 @@ class _FencedSqliteSaver(FencedWrites, SqliteCheckpointSaver):
     # hop per checkpoint would cost more than the write (other loops still go through worker threads).
     engine_loops: Any = ()
 
-    def _inline(self) -> bool:
+    def _runs_inline(self) -> bool:
         try:
             return asyncio.get_running_loop() in self.engine_loops
         except RuntimeError:
             return False
-
-    async def aget_tuple(self, config: RunnableConfig) -> Any:
-        """Async twin of ``get_tuple`` (inline on the sessions worker loop)."""
-        return self.get_tuple(config) if self._inline() else await super().aget_tuple(config)
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Async twin of ``put`` (inline on the sessions worker loop)."""
-        if self._inline():
-            return self.put(config, checkpoint, metadata, new_versions)
-        return await super().aput(config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
-    ) -> None:
-        """Async twin of ``put_writes`` (inline on the sessions worker loop)."""
-        if self._inline():
-            self.put_writes(config, writes, task_id, task_path)
-        else:
-            await super().aput_writes(config, writes, task_id, task_path)
-
-    async def aget_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Any:
-        """Async twin of ``get_delta_channel_history`` (inline on the sessions worker loop)."""
-        if self._inline():
-            return self.get_delta_channel_history(config=config, channels=channels)
-        return await super().aget_delta_channel_history(config=config, channels=channels)
 
     @contextlib.contextmanager
     def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
@@ -81,52 +62,20 @@ class _FencedSqliteSaver(FencedWrites, SqliteCheckpointSaver):
             return
         with self.lock:
             self.setup()
-            cur = self.conn.cursor()
-            try:
-                cur.execute("BEGIN IMMEDIATE")
+            with _immediate(self.conn) as cur:
                 cur.execute("SELECT lease_token FROM ai_utils_sessions WHERE session_id = ?", (fence[0],))
                 row = cur.fetchone()
-                if row is None or int(row[0]) != fence[1]:
-                    raise SessionFencedError(
-                        f"Session {fence[0]!r} was taken over by another worker; its checkpoint write is refused.",
-                        session_id=fence[0],
-                    )
+                check_fence(fence, None if row is None else row[0])
                 yield cur
-                self.conn.commit()
-            except BaseException:
-                self.conn.rollback()
-                raise
-            finally:
-                cur.close()
 
 
-class _SqliteDb:
+class _SqliteDb(SaverDb[_FencedSqliteSaver]):
     """The store's `Db` on the saver's connection and lock."""
-
-    for_update = ""
-
-    def __init__(self, saver: _FencedSqliteSaver) -> None:
-        self.saver = saver
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Cursor]:
-        with self.saver.lock:
-            conn = self.saver.conn
-            cur = conn.cursor()
-            try:
-                cur.execute("BEGIN IMMEDIATE")
-                yield cur
-                conn.commit()
-            except BaseException:
-                conn.rollback()
-                raise
-            finally:
-                cur.close()
-
-    def setup(self, statements: Sequence[str]) -> None:
-        with self.write() as cur:
-            for statement in statements:
-                cur.execute(statement)
+        with self.saver.lock, _immediate(self.saver.conn) as cur:
+            yield cur
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Cursor]:

@@ -44,8 +44,8 @@ def normalize_tools(tools: Iterable[Any]) -> list[BaseTool]:
     return out
 
 
-def check_unique(names: Iterable[str]) -> None:
-    """Raise `UserError` naming every tool name that appears more than once."""
+def check_unique(names: Iterable[str], *, picker: str = "the model") -> None:
+    """Raise `UserError` naming every tool name that appears more than once (``picker``: who picks by name)."""
     seen: set[str] = set()
     dupes: list[str] = []
     for name in names:
@@ -53,4 +53,4 @@ def check_unique(names: Iterable[str]) -> None:
             dupes.append(name)
         seen.add(name)
     if dupes:
-        raise UserError(f"Duplicate tool names {dupes!r}: the model picks tools by name. Rename or drop one of each.")
+        raise UserError(f"Duplicate tool names {dupes!r}: {picker} picks tools by name. Rename or drop one of each.")

@@ -261,6 +261,16 @@ def test_typesafe_direct_accepts_a_noul_with_one_criterion_which_openrouter_refu
     assert jev.requests[0].body["questions"]["refund"]["criteria"] == {"true": "Asks for money back"}
 
 
+def test_a_misspelt_option_is_a_type_error_naming_it_before_any_request(jev: FakeJevServer) -> None:
+    with pytest.raises(TypeError, match="classify\\(\\) got an unexpected keyword argument 'timout'"):
+        classify(STATE, {"refund": REFUND}, api_key=jev.api_key, base_url=jev.url, timout=5)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="aclassify\\(\\) got an unexpected keyword argument 'modle'"):
+        asyncio.run(aclassify(STATE, {"refund": REFUND}, api_key=jev.api_key, modle="x"))  # type: ignore[call-overload]
+    assert jev.requests == []
+    # the spelled-right options still reach the server
+    assert classify(STATE, {"refund": REFUND}, api_key=jev.api_key, base_url=jev.url, timeout=5).answers["refund"]
+
+
 def test_an_unknown_provider_is_a_user_error() -> None:
     with pytest.raises(UserError, match="'openrouter' or 'typesafe'"):
         classify(STATE, SEED_QUESTIONS, api_key="k", provider="anthropic")  # type: ignore[arg-type]

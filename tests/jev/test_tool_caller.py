@@ -10,7 +10,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel
 
-from ai_utils.jev._tool_caller_types import (
+from ai_utils.jev import (
     ConfidenceGate,
     JevGated,
     JevNoParamOptionsError,

@@ -11,8 +11,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel
 
 from ai_utils.exceptions import AiUtilsError, UserError
-from ai_utils.jev._tool_caller_types import JevGated, JevNoParamOptionsError, JevReturn, JevTool
-from ai_utils.jev.tool_caller import JevToolCaller
+from ai_utils.jev import JevGated, JevNoParamOptionsError, JevReturn, JevTool, JevToolCaller
 from ai_utils.testing.jev_server import FakeJevServer
 
 SECRET = "sk-SENTINEL-7f3a9c"
@@ -96,7 +95,9 @@ def test_call_errors(jev: FakeJevServer) -> None:
     with pytest.raises(UserError, match="not both"):
         caller.invoke({"q": "x"}, thread_id="t", decision="approve")
     with pytest.raises(UserError, match="'approve' or 'reject'"):
-        caller.invoke(thread_id="t", decision="maybe")  # type: ignore[arg-type]
+        caller.invoke(thread_id="t", decision="maybe")
+    with pytest.raises(UserError, match="'approve' or 'reject', got \\{'type': 'edit'"):  # Agent's forms are not Jev's
+        caller.invoke(thread_id="t", decision={"type": "edit", "args": {"perm": "admin"}})
     with pytest.raises(UserError, match="Nothing to do"):
         caller.invoke(thread_id="t")
     with pytest.raises(UserError, match="empty"):
@@ -113,6 +114,16 @@ def test_call_errors(jev: FakeJevServer) -> None:
     with pytest.raises(UserError, match="timeout"):
         caller.invoke({"q": "x"}, thread_id="t", timeout=0)
     assert jev.requests == []
+
+
+def test_a_misspelt_or_missing_keyword_is_a_type_error_before_any_request(jev: FakeJevServer) -> None:
+    caller = make(jev)
+    with pytest.raises(TypeError, match="invoke\\(\\) got an unexpected keyword argument 'thread'"):
+        caller.invoke({"q": "x"}, thread="t")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="call_tool\\(\\) missing 1 required keyword-only argument\\(s\\): 'params'"):
+        caller.call_tool({"q": "x"}, tool="a")  # type: ignore[call-arg]
+    assert jev.requests == []
+    assert caller.invoke({"q": "x"}, debug=True).metadata is not None  # the declared keywords still arrive
 
 
 def test_context_is_validated_without_echoing_it(jev: FakeJevServer) -> None:

@@ -13,8 +13,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel
 
 from ai_utils.exceptions import UserError
-from ai_utils.jev._tool_caller_types import JevGated, JevInterrupt, JevProposalChangedError, JevReturn, JevTool
-from ai_utils.jev.tool_caller import JevToolCaller
+from ai_utils.jev import JevGated, JevInterrupt, JevProposalChangedError, JevReturn, JevTool, JevToolCaller
 from ai_utils.testing.jev_server import FakeJevServer
 
 SECRET = "sk-SENTINEL-7f3a9c"
@@ -175,8 +174,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from pydantic import BaseModel
-from ai_utils.jev._tool_caller_types import JevTool
-from ai_utils.jev.tool_caller import JevToolCaller
+from ai_utils.jev import JevTool
+from ai_utils.jev import JevToolCaller
 from ai_utils.memory import sqlite_saver
 
 url, key, db, log, step = sys.argv[1:6]

@@ -9,8 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from ai_utils.exceptions import UserError
-from ai_utils.jev._tool_caller_types import JevNoParamOptionsError, JevReturn, JevTool
-from ai_utils.jev.tool_caller import JevToolCaller
+from ai_utils.jev import JevNoParamOptionsError, JevReturn, JevTool, JevToolCaller
 from ai_utils.testing.jev_server import FakeJevServer
 from ai_utils.tools._mcp_config import MCPServer
 

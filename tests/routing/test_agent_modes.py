@@ -126,9 +126,12 @@ def test_a_refused_call_streams_its_start_then_its_error_end_and_is_stored_answe
     stored = agent.get_state("r1").values["messages"]
     answers = [m for m in stored if isinstance(m, ToolMessage)]
     assert [(m.tool_call_id, m.status) for m in answers] == [("c1", "error"), ("c2", "success")]
-    assert Agent(llm=FakeChatModel(["Hi again."]), tools=TOOLS, modes=router, checkpointer=saver).invoke(
-        "hello", thread_id="r1"
-    ) == "Hi again."
+    assert (
+        Agent(llm=FakeChatModel(["Hi again."]), tools=TOOLS, modes=router, checkpointer=saver).invoke(
+            "hello", thread_id="r1"
+        )
+        == "Hi again."
+    )
 
 
 def test_structured_output_still_works_in_a_mode_without_tools() -> None:

@@ -1,6 +1,6 @@
 """Pure helpers of `JevToolCaller`: questions, candidate checks and mapping, the gate, history entries.
 
-Nothing here does I/O; the graph nodes (`_tool_caller_graph`) call these between their sync/async shells.
+Nothing here does I/O; the graph nodes (`_graph`) call these between their sync/async shells.
 
 Candidates never enter a checkpoint as objects. State keeps, per parameter, the picked *index* and the
 picked candidate's JSON rendering (`to_json`); the objects live only in the run. A run resumed later (even
@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ai_utils.exceptions import UserError
-from ai_utils.jev._tool_caller_types import (
+from ai_utils.jev._validation import safe_label_keys
+from ai_utils.jev.questions import ClassifyResult
+from ai_utils.jev.tool_caller._types import (
     ConfidenceGate,
     JevNoParamOptionsError,
     JevParamsError,
@@ -25,8 +27,6 @@ from ai_utils.jev._tool_caller_types import (
     ParamsProvider,
     to_json,
 )
-from ai_utils.jev._validation import safe_label_keys
-from ai_utils.jev.questions import ClassifyResult
 from ai_utils.tools._mcp_config import MCPServer
 
 __all__ = [

@@ -221,9 +221,6 @@ class JevNoParamOptionsError(AiUtilsError):
         self.tool_name = tool_name
         self.parameter_name = parameter_name
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.tool_name, self.parameter_name))
-
 
 class JevParamsError(AiUtilsError, TypeError):
     """A tool's ``params`` are malformed (not lists), or ``call_tool`` params are not among the candidates."""

@@ -7,185 +7,38 @@ START ─┬─ select_tool ── resolve_params ─┬─ select_params ──
                                                                     └─ END (gated)
 ```
 
-Everything a run needs but must never be checkpointed travels in `RunContext`, the LangGraph *runtime
-context*: the validated user ``context``, the tools of this run (MCP tools live only while their
-session is open), the Jev client, the candidate objects and ``func``'s return value. The checkpointed
-state holds only JSON: the request, the history, and per parameter the picked index and its JSON
-rendering (see `_tool_caller_core`).
+The nodes read the run's non-persistent data (`RunContext`, see `_runtime`) from the LangGraph runtime
+and write only JSON to the checkpointed state.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
-import operator
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Annotated, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
-import anyio.to_thread
-import httpx
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.runtime import get_runtime
 from langgraph.types import Command, interrupt
-from typing_extensions import TypedDict
 
 from ai_utils._compat.langgraph import RunnableCallable
-from ai_utils._utils import is_async_callable, run_sync
-from ai_utils.exceptions import UserError
-from ai_utils.jev import _tool_caller_core as core
-from ai_utils.jev._tool_caller_types import ConfidenceGate, JevParamsError, JevProposalChangedError
-from ai_utils.jev.client import JevClient, ssl_context
 from ai_utils.jev.questions import ClassifyResult
+from ai_utils.jev.tool_caller import _core as core
+from ai_utils.jev.tool_caller._runtime import (
+    RunContext,
+    ToolCallerState,
+    call_async,
+    call_sync,
+    current_run,
+    resolve_async,
+    resolve_sync,
+)
+from ai_utils.jev.tool_caller._types import JevParamsError, JevProposalChangedError
 
-__all__ = ["RunContext", "ToolCallerState", "build_graph", "fresh_input"]
+__all__ = ["build_graph"]
 
 Graph = CompiledStateGraph[Any, Any, Any, Any]
-
-
-class ToolCallerState(TypedDict, total=False):
-    """The checkpointed state: JSON only, never ``context`` and never candidate objects."""
-
-    message_history: Annotated[list[dict[str, Any]], operator.add]
-    request: dict[str, Any] | None
-    forced: bool
-    tool: dict[str, Any] | None
-    params: dict[str, dict[str, Any]]
-    pending: list[str]
-    below: list[dict[str, Any]]
-    question: str | None
-    outcome: str | None
-    usage: dict[str, Any] | None
-
-
-def fresh_input(request: dict[str, Any] | None, *, forced_tool: str | None = None) -> dict[str, Any]:
-    """The graph input of a new request: resets every per-request field (replacing a pending proposal)."""
-    tool = None if forced_tool is None else {"name": forced_tool, "confidence": 1.0, "probabilities": None}
-    return {
-        "request": request,
-        "forced": forced_tool is not None,
-        "tool": tool,
-        "params": {},
-        "pending": [],
-        "below": [],
-        "question": None,
-        "outcome": None,
-        "usage": None,
-    }
-
-
-@dataclass(eq=False)
-class RunContext:
-    """One run's non-persistent data (LangGraph runtime context). Its repr shows no user data."""
-
-    prompt: str
-    tools: Mapping[str, core.ToolEntry]
-    jev: JevClient = field(repr=False)
-    gate: ConfidenceGate
-    interrupt_on: Mapping[str, str | Callable[..., Any]] = field(repr=False)
-    context: Any = field(default=None, repr=False)
-    thread_id: str | None = None
-    timeout: float | None = None
-    forced_params: Mapping[str, Any] | None = field(default=None, repr=False)
-    candidates: dict[str, list[Any]] | None = field(default=None, repr=False)
-    arguments: dict[str, Any] | None = field(default=None, repr=False)
-    value: Any = field(default=None, repr=False)
-    seen_state: dict[str, Any] | None = field(default=None, repr=False)
-    _http: httpx.AsyncClient | None = field(default=None, repr=False)
-
-    def tool(self, name: str) -> core.ToolEntry:
-        """The run's tool called ``name``."""
-        try:
-            return self.tools[name]
-        except KeyError:
-            raise UserError(
-                f"Tool {name!r} is not among this run's tools {sorted(self.tools)!r}; an MCP server may no longer "
-                "offer it. Send the request again."
-            ) from None
-
-    def state_for(self, state: Mapping[str, Any]) -> dict[str, Any]:
-        """``{system_prompt, message_history}`` with the current request last (built once per run)."""
-        if self.seen_state is None:
-            self.seen_state = core.jev_state(self.prompt, state.get("message_history") or [], state.get("request"))
-        return self.seen_state
-
-    def provided(self, state: Mapping[str, Any]) -> dict[str, Any]:
-        """What a user callable may receive (context is passed to user code, never stored)."""
-        return {"context": self.context, "state": _copy(self.state_for(state)), "thread_id": self.thread_id}
-
-    def http(self) -> httpx.AsyncClient:
-        """The run's async HTTP client for Jev, created on first use; closed by `aclose`."""
-        if self._http is None:
-            self._http = httpx.AsyncClient(verify=ssl_context())
-        return self._http
-
-    async def aclose(self) -> None:
-        """Close the run's async HTTP client."""
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
-
-
-def _copy(state: Mapping[str, Any]) -> dict[str, Any]:
-    return {"system_prompt": state["system_prompt"], "message_history": [dict(e) for e in state["message_history"]]}
-
-
-def _run() -> RunContext:
-    context: RunContext = get_runtime(RunContext).context
-    return context
-
-
-# --- calling user code ------------------------------------------------------------------------------------
-
-
-def _call_sync(fn: Callable[..., Any], available: Mapping[str, Any]) -> Any:
-    kwargs = core.call_kwargs(fn, available)
-    if is_async_callable(fn):
-        return run_sync(lambda: fn(**kwargs), what="JevToolCaller.invoke with an async callable")
-    result = fn(**kwargs)
-    if inspect.isawaitable(result):
-        return run_sync(_awaited(result), what="JevToolCaller.invoke with an async callable")
-    return result
-
-
-async def _awaited(value: Awaitable[Any]) -> Any:
-    return await value
-
-
-async def _call_async(fn: Callable[..., Any], available: Mapping[str, Any]) -> Any:
-    kwargs = core.call_kwargs(fn, available)
-    if is_async_callable(fn):
-        return await fn(**kwargs)
-    # Sync user code runs in a worker thread, like LangChain's sync tools: it may block or call sync APIs.
-    result = await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
-    if inspect.isawaitable(result):
-        result = await result
-    return result
-
-
-def _params_call(run: RunContext, tool: core.ToolEntry, state: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-    available = run.provided(state)
-    if tool.server is not None:
-        available["server"] = tool.server
-    return tool.params, available
-
-
-def _resolve_sync(run: RunContext, tool: core.ToolEntry, state: Mapping[str, Any]) -> dict[str, list[Any]]:
-    if run.candidates is None:
-        provider, available = _params_call(run, tool, state)
-        raw = {} if provider is None else _call_sync(provider, available) if callable(provider) else provider
-        run.candidates = core.check_candidates(tool.name, raw)
-    return run.candidates
-
-
-async def _resolve_async(run: RunContext, tool: core.ToolEntry, state: Mapping[str, Any]) -> dict[str, list[Any]]:
-    if run.candidates is None:
-        provider, available = _params_call(run, tool, state)
-        raw = {} if provider is None else await _call_async(provider, available) if callable(provider) else provider
-        run.candidates = core.check_candidates(tool.name, raw)
-    return run.candidates
 
 
 # --- select_tool: Jev call 1 ------------------------------------------------------------------------------
@@ -199,14 +52,14 @@ def _tool_update(state: Mapping[str, Any], result: ClassifyResult[Any]) -> dict[
 
 def select_tool(state: ToolCallerState) -> dict[str, Any]:
     """Ask Jev which tool carries out the request."""
-    run = _run()
+    run = current_run()
     questions = core.tool_question(list(run.tools.values()))
     return _tool_update(state, run.jev.classify(run.state_for(state), questions, timeout=run.timeout))
 
 
 async def aselect_tool(state: ToolCallerState) -> dict[str, Any]:
     """Async `select_tool`."""
-    run = _run()
+    run = current_run()
     questions = core.tool_question(list(run.tools.values()))
     result = await run.jev._aclassify_with(run.http(), run.state_for(state), questions, model=None, timeout=run.timeout)
     return _tool_update(state, result)
@@ -241,16 +94,16 @@ def _forced_params(tool: str, candidates: Mapping[str, list[Any]], given: Mappin
 
 def resolve_params(state: ToolCallerState) -> Command[Any]:
     """Evaluate the picked tool's ``params`` (only that tool's) into candidate lists."""
-    run = _run()
+    run = current_run()
     name = _tool_name(state)
-    return _after_resolve(state, run, name, _resolve_sync(run, run.tool(name), state))
+    return _after_resolve(state, run, name, resolve_sync(run, run.tool(name), state))
 
 
 async def aresolve_params(state: ToolCallerState) -> Command[Any]:
     """Async `resolve_params`."""
-    run = _run()
+    run = current_run()
     name = _tool_name(state)
-    return _after_resolve(state, run, name, await _resolve_async(run, run.tool(name), state))
+    return _after_resolve(state, run, name, await resolve_async(run, run.tool(name), state))
 
 
 def _tool_name(state: Mapping[str, Any]) -> str:
@@ -286,7 +139,7 @@ def _params_update(
 
 def select_params(state: ToolCallerState) -> dict[str, Any]:
     """Ask Jev, in one request, which candidate each ambiguous parameter takes."""
-    run = _run()
+    run = current_run()
     questions, ids, labels = _param_plan(state, run)
     result = run.jev.classify(run.state_for(state), questions, timeout=run.timeout)
     return _params_update(state, run, ids, labels, result)
@@ -294,7 +147,7 @@ def select_params(state: ToolCallerState) -> dict[str, Any]:
 
 async def aselect_params(state: ToolCallerState) -> dict[str, Any]:
     """Async `select_params`."""
-    run = _run()
+    run = current_run()
     questions, ids, labels = _param_plan(state, run)
     result = await run.jev._aclassify_with(run.http(), run.state_for(state), questions, model=None, timeout=run.timeout)
     return _params_update(state, run, ids, labels, result)
@@ -322,23 +175,23 @@ def _gate(state: Mapping[str, Any], run: RunContext) -> tuple[Command[Any] | Non
 
 def gate(state: ToolCallerState) -> Command[Any]:
     """The confidence gate (always on, before ``interrupt_on``); then ask for approval or execute."""
-    run = _run()
+    run = current_run()
     done, available = _gate(state, run)
     if done is not None:
         return done
     question = run.interrupt_on[state["tool"]["name"]]  # type: ignore[index]
-    text = _call_sync(question, available) if callable(question) else question
+    text = call_sync(question, available) if callable(question) else question
     return Command(goto="approval", update={"question": str(text)})
 
 
 async def agate(state: ToolCallerState) -> Command[Any]:
     """Async `gate`."""
-    run = _run()
+    run = current_run()
     done, available = _gate(state, run)
     if done is not None:
         return done
     question = run.interrupt_on[state["tool"]["name"]]  # type: ignore[index]
-    text = await _call_async(question, available) if callable(question) else question
+    text = await call_async(question, available) if callable(question) else question
     return Command(goto="approval", update={"question": str(text)})
 
 
@@ -347,7 +200,7 @@ async def agate(state: ToolCallerState) -> Command[Any]:
 
 def approval(state: ToolCallerState) -> Command[Any]:
     """Pause with the proposal (``interrupt``); resume with ``"approve"`` (execute) or ``"reject"`` (end)."""
-    run = _run()
+    run = current_run()
     run.state_for(state)
     tool = state["tool"]
     assert tool is not None
@@ -398,18 +251,18 @@ def _executed(state: Mapping[str, Any], run: RunContext, tool: str, value: Any) 
 
 def execute(state: ToolCallerState) -> dict[str, Any]:
     """Run the picked tool's ``func`` exactly once with the picked original candidates."""
-    run = _run()
+    run = current_run()
     tool = run.tool(_tool_name(state))
-    available = _arguments(state, run, tool.name, _resolve_sync(run, tool, state))
-    return _executed(state, run, tool.name, _call_sync(tool.func, available))
+    available = _arguments(state, run, tool.name, resolve_sync(run, tool, state))
+    return _executed(state, run, tool.name, call_sync(tool.func, available))
 
 
 async def aexecute(state: ToolCallerState) -> dict[str, Any]:
     """Async `execute`."""
-    run = _run()
+    run = current_run()
     tool = run.tool(_tool_name(state))
-    available = _arguments(state, run, tool.name, await _resolve_async(run, tool, state))
-    return _executed(state, run, tool.name, await _call_async(tool.func, available))
+    available = _arguments(state, run, tool.name, await resolve_async(run, tool, state))
+    return _executed(state, run, tool.name, await call_async(tool.func, available))
 
 
 # --- wiring -----------------------------------------------------------------------------------------------
