@@ -21,6 +21,7 @@ from ai_utils.exceptions import UserError
 __all__ = [
     "check_prompt",
     "config_thread_id",
+    "keyword_names",
     "merge_run_config",
     "reject_unknown",
     "resolve_llm",
@@ -67,18 +68,26 @@ def tool_list(tools: Any, *, owner: str) -> Sequence[Any]:
     return tools  # type: ignore[no-any-return]
 
 
-def reject_unknown(unknown: Mapping[str, Any], *, owner: str, signature_of: Callable[..., Any]) -> None:
-    """Raise `UserError` for keyword arguments ``signature_of`` does not take, suggesting the closest."""
+MODEL_HINT = " Model options such as temperature go to the model: `llm=get_llm(temperature=0.2)`."
+
+
+def keyword_names(function: Callable[..., Any]) -> list[str]:
+    """The keyword-only parameter names of ``function`` (a wrapper's explicit constructor)."""
+    params = inspect.signature(function).parameters.values()
+    return [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+
+
+def reject_unknown(unknown: Iterable[str], *, owner: str, known: Iterable[str], hint: str = MODEL_HINT) -> None:
+    """Raise `UserError` for keyword arguments not in ``known``, suggesting the closest."""
+    unknown = list(unknown)
     if not unknown:
         return
-    params = inspect.signature(signature_of).parameters.values()
-    names = sorted(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
+    names = sorted(known)
     parts = []
     for key in unknown:
         close = difflib.get_close_matches(key, names, n=1)
         parts.append(f"{key}= (did you mean {close[0]}=?)" if close else f"{key}=")
-    model_hint = " Model options such as temperature go to the model: `llm=get_llm(temperature=0.2)`."
-    raise UserError(f"{owner} got unknown argument(s) {', '.join(parts)}. Known: {', '.join(names)}.{model_hint}")
+    raise UserError(f"{owner} got unknown argument(s) {', '.join(parts)}. Known: {', '.join(names)}.{hint}")
 
 
 def merge_run_config(ours: RunnableConfig, config: RunnableConfig | None) -> RunnableConfig:

@@ -1,41 +1,50 @@
-"""Call checks, run config, input or resume, result mapping: the plain-sync half of the one run path.
+"""One call of a run: its options, checks, config, input or resume, and result mapping.
 
-Everything here is plain sync code; each wrapper's ``invoke``/``ainvoke``/``stream``/``astream`` is a thin
-shell that calls the graph's own method of the same name between these helpers.
+Everything here is plain sync code; `GraphRunner`'s ``invoke``/``ainvoke``/``stream``/``astream`` build one
+`RunCall` from their options and call the graph's own method of the same name between these helpers.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command, Durability, GraphOutput, StateSnapshot
+from langgraph.types import Command, GraphOutput, StateSnapshot
 from pydantic import BaseModel
+from typing_extensions import TypedDict
 
-from ai_utils.client import Decision, InterruptBatch, InterruptEvent, StreamChunk
+from ai_utils._run.args import config_thread_id, reject_unknown
+from ai_utils.client import Decision, InterruptBatch, InterruptEvent
 from ai_utils.exceptions import ModelOutputError, UserError
-from ai_utils.streaming._adapter import ChunkAdapter, aadapt, adapt, stream_kwargs
+from ai_utils.streaming._adapter import ChunkAdapter
 from ai_utils.streaming._decisions import to_resume
 from ai_utils.streaming._interrupts import interrupt_chunk
 
 __all__ = [
     "RECURSION_LIMIT",
     "Decisions",
+    "Graph",
     "Interrupt",
     "ModelT",
+    "RunCall",
+    "RunOptions",
     "RunResult",
-    "aresume_input",
-    "astream_run",
+    "StreamOptions",
     "check_call",
     "check_thread",
+    "chunk_adapter",
     "final_result",
+    "aresume_input",
+    "graph_input",
+    "resume_command",
     "resume_input",
     "run_config",
     "start_input",
-    "stream_run",
 ]
 
 RECURSION_LIMIT = 200
@@ -43,11 +52,79 @@ RECURSION_LIMIT = 200
 ``max_iterations`` instead."""
 
 Decisions = Sequence[Decision] | Mapping[str, Decision]
+Graph = CompiledStateGraph[Any, Any, Any, Any]
 Interrupt = InterruptEvent | InterruptBatch
 RunResult = str | BaseModel | Interrupt
 """What a run returns before the wrapper types it: the text, the ``output`` instance, or the interrupt chunk."""
 ModelT = TypeVar("ModelT", bound=BaseModel)
 """The ``output`` model of a wrapper built with ``output=`` (its ``invoke`` returns an instance)."""
+
+
+class RunOptions(TypedDict, total=False):
+    """The keyword options of ``invoke``/``ainvoke`` (and of ``stream``/``astream``), all optional."""
+
+    thread_id: str | None
+    """The conversation; required with a checkpointer (may also come as ``config["configurable"]["thread_id"]``)."""
+    context: Any
+    """Run-time context for tools and middleware (an instance of ``context_schema``); never stored."""
+    decision: Decision | None
+    """The answer to a pending approval: ``"approve"``, ``"reject"``, ``{"type": "reject", "message": ...}``,
+    ``{"type": "edit", "args": {...}}``, ``{"type": "respond", "message": ...}``."""
+    decisions: Decisions | None
+    """One answer per pending item (a list in order, or a mapping by item id)."""
+    callbacks: Sequence[BaseCallbackHandler]
+    """LangChain callback handlers for this run only (added to the agent's ``callbacks``)."""
+    config: RunnableConfig | None
+    """A LangChain ``RunnableConfig`` (tags, metadata, run_name, callbacks, recursion_limit, configurable
+    extras), merged with ours."""
+
+
+class StreamOptions(RunOptions, total=False):
+    """The keyword options of ``stream``/``astream``: `RunOptions` and which events to show."""
+
+    show_tool_calls: bool
+    """Emit tool start/end chunks of the main agent."""
+    show_reasoning: bool
+    """Emit reasoning chunks of the main agent."""
+    show_subagents: bool
+    """Emit the text subagents produce as subagent chunks."""
+
+
+_SHOW = ("show_tool_calls", "show_reasoning", "show_subagents")
+
+
+@dataclass(frozen=True, slots=True)
+class RunCall:
+    """One ``invoke``/``stream`` call, its options checked for names (their values are checked by `check_call`)."""
+
+    input: Any = None
+    thread_id: str | None = None
+    context: Any = None
+    decision: Decision | None = None
+    decisions: Decisions | None = None
+    callbacks: Sequence[BaseCallbackHandler] = ()
+    config: RunnableConfig | None = None
+
+    @classmethod
+    def of(cls, owner: str, method: str, input: Any, options: Mapping[str, Any]) -> RunCall:
+        """The call ``owner.method(input, **options)``; `UserError` for an option it does not take."""
+        known = StreamOptions.__optional_keys__ if method.endswith("stream") else RunOptions.__optional_keys__
+        reject_unknown((k for k in options if k not in known), owner=f"{owner}.{method}", known=known, hint="")
+        config = options.get("config")
+        return cls(
+            input,
+            config_thread_id(options.get("thread_id"), config),
+            options.get("context"),
+            options.get("decision"),
+            options.get("decisions"),
+            options.get("callbacks", ()),
+            config,
+        )
+
+
+def chunk_adapter(options: Mapping[str, Any]) -> ChunkAdapter:
+    """The chunk adapter for one ``stream``/``astream`` call (its ``show_*`` options)."""
+    return ChunkAdapter(**{name: options[name] for name in _SHOW if name in options})
 
 
 def check_call(
@@ -130,13 +207,25 @@ def start_input(input: Any) -> dict[str, Any]:
     raise UserError(f"`input` must be a str (or LangChain messages), got {input!r}.")
 
 
-def _continue_or_resume(
+def resume_command(
     state: StateSnapshot,
     config: RunnableConfig,
     decision: Decision | None,
     decisions: Decisions | None,
     idle: str | None = None,
 ) -> Command[Any] | None:
+    """The resume command for the thread's pending interrupts (``state``), or ``None`` to continue an unfinished run.
+
+    Args:
+        state: the thread's state (``graph.get_state(config)``).
+        config: the run's config (names the thread).
+        decision: one answer for every pending item.
+        decisions: one answer per pending item.
+        idle: the wrapper's message for a decision when nothing is pending (default: the decision mapper's).
+
+    Raises:
+        UserError: no decision while an approval waits, a decision with nothing pending, or nothing to continue.
+    """
     if decision is not None or decisions is not None:
         if idle is not None and not state.interrupts:
             raise UserError(idle)
@@ -154,31 +243,29 @@ def _continue_or_resume(
     return None  # continue the stored run (e.g. after a crash): the graph runs its pending steps
 
 
+def graph_input(call: RunCall, config: RunnableConfig, state: StateSnapshot | None) -> Any:
+    """What the graph runs on: the new turn, or (``state``: the thread, read when ``input`` is None) the resume."""
+    if call.input is not None:
+        return start_input(call.input)
+    if state is None:
+        raise TypeError("graph_input: a call without input needs the thread's state")
+    return resume_command(state, config, call.decision, call.decisions)
+
+
 def resume_input(
-    graph: CompiledStateGraph[Any, Any, Any, Any],
+    graph: Graph,
     config: RunnableConfig,
     decision: Decision | None,
     decisions: Decisions | None,
     *,
     idle: str | None = None,
 ) -> Command[Any] | None:
-    """The resume command for the thread's pending interrupts, or ``None`` to continue an unfinished run.
-
-    Args:
-        graph: the wrapper's compiled graph.
-        config: the run's config (names the thread).
-        decision: one answer for every pending item.
-        decisions: one answer per pending item.
-        idle: the wrapper's message for a decision when nothing is pending (default: the decision mapper's).
-
-    Raises:
-        UserError: no decision while an approval waits, a decision with nothing pending, or nothing to continue.
-    """
-    return _continue_or_resume(graph.get_state(config), config, decision, decisions, idle)
+    """`resume_command` for the state ``graph`` holds for ``config``'s thread (as `JevToolCaller` reads it)."""
+    return resume_command(graph.get_state(config), config, decision, decisions, idle)
 
 
 async def aresume_input(
-    graph: CompiledStateGraph[Any, Any, Any, Any],
+    graph: Graph,
     config: RunnableConfig,
     decision: Decision | None,
     decisions: Decisions | None,
@@ -186,7 +273,7 @@ async def aresume_input(
     idle: str | None = None,
 ) -> Command[Any] | None:
     """Async twin of `resume_input`."""
-    return _continue_or_resume(await graph.aget_state(config), config, decision, decisions, idle)
+    return resume_command(await graph.aget_state(config), config, decision, decisions, idle)
 
 
 def final_result(output: GraphOutput[Any], *, structured: bool) -> RunResult:
@@ -217,31 +304,3 @@ def _last_text(values: Any) -> str:
         if isinstance(message, AIMessage):
             return message.text
     return ""
-
-
-def stream_run(
-    graph: CompiledStateGraph[Any, Any, Any, Any],
-    graph_input: Any,
-    config: RunnableConfig,
-    adapter: ChunkAdapter,
-    *,
-    context: Any = None,
-    durability: Durability | None = None,
-) -> Iterator[StreamChunk]:
-    """Stream one run as client chunks (sync)."""
-    parts = graph.stream(graph_input, config, context=context, durability=durability, **stream_kwargs())
-    return adapt(parts, adapter)
-
-
-def astream_run(
-    graph: CompiledStateGraph[Any, Any, Any, Any],
-    graph_input: Any,
-    config: RunnableConfig,
-    adapter: ChunkAdapter,
-    *,
-    context: Any = None,
-    durability: Durability | None = None,
-) -> AsyncIterator[StreamChunk]:
-    """Stream one run as client chunks (async)."""
-    parts = graph.astream(graph_input, config, context=context, durability=durability, **stream_kwargs())
-    return aadapt(parts, adapter)

@@ -15,8 +15,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
@@ -134,12 +135,24 @@ class StructuredOutputGuard(AgentMiddleware[AgentState[Any], Any, Any]):
                 step.attempts.failed(invalid)
 
 
-def _aborted(request: ToolCallRequest | str, error: BaseException) -> ToolAbortedError:
-    name = request if isinstance(request, str) else request.tool_call["name"]
-    return ToolAbortedError(
-        f"Tool {name!r} raised {type(error).__name__}({error}); the run was ended. Tools must raise an "
-        "Exception (or return an error text), never exit the process."
-    )
+@contextlib.contextmanager
+def _exit_is_an_error(request: ToolCallRequest | str) -> Iterator[None]:
+    """Inside the block, a tool's ``SystemExit``/``KeyboardInterrupt`` becomes `ToolAbortedError`.
+
+    Cancellation and generator shutdown pass through: they are how asyncio and LangGraph stop a run.
+    """
+    try:
+        yield
+    except Exception:
+        raise
+    except (GeneratorExit, asyncio.CancelledError):
+        raise
+    except BaseException as error:
+        name = request if isinstance(request, str) else request.tool_call["name"]
+        raise ToolAbortedError(
+            f"Tool {name!r} raised {type(error).__name__}({error}); the run was ended. Tools must raise an "
+            "Exception (or return an error text), never exit the process."
+        ) from error
 
 
 class ToolExitGuard(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -154,14 +167,8 @@ class ToolExitGuard(AgentMiddleware[AgentState[Any], Any, Any]):
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
     ) -> ToolMessage | Command[Any]:
         """Run the tool; a process-level exit becomes an ordinary exception."""
-        try:
+        with _exit_is_an_error(request):
             return handler(request)
-        except Exception:
-            raise
-        except (GeneratorExit, asyncio.CancelledError):
-            raise
-        except BaseException as error:
-            raise _aborted(request, error) from error
 
     async def awrap_tool_call(
         self,
@@ -169,14 +176,8 @@ class ToolExitGuard(AgentMiddleware[AgentState[Any], Any, Any]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """Async twin of `wrap_tool_call`."""
-        try:
+        with _exit_is_an_error(request):
             return await handler(request)
-        except Exception:
-            raise
-        except (GeneratorExit, asyncio.CancelledError):
-            raise
-        except BaseException as error:
-            raise _aborted(request, error) from error
 
 
 def guards(output: type[BaseModel] | None, retries: int) -> list[AgentMiddleware[Any, Any, Any]]:
@@ -201,26 +202,16 @@ def guard_tool(tool: BaseTool) -> BaseTool:
 
         @functools.wraps(func)
         def run(*args: Any, **kwargs: Any) -> Any:
-            try:
+            with _exit_is_an_error(tool.name):
                 return func(*args, **kwargs)
-            except Exception:
-                raise
-            except BaseException as error:
-                raise _aborted(tool.name, error) from error
 
         update["func"] = run
     if coroutine is not None:
 
         @functools.wraps(coroutine)
         async def arun(*args: Any, **kwargs: Any) -> Any:
-            try:
+            with _exit_is_an_error(tool.name):
                 return await coroutine(*args, **kwargs)
-            except Exception:
-                raise
-            except (GeneratorExit, asyncio.CancelledError):
-                raise
-            except BaseException as error:
-                raise _aborted(tool.name, error) from error
 
         update["coroutine"] = arun
     return tool.model_copy(update=update)

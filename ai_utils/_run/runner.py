@@ -1,64 +1,62 @@
-"""The run shells shared by the graph wrappers (`Agent`, `DeepAgent`): invoke, stream, MCP scope, pending.
+"""`GraphRunner`: the one run path of the graph wrappers (`Agent`, `DeepAgent`): invoke, stream, MCP scope.
 
-A subclass sets ``_owner``, ``checkpointer``, ``output``, ``_tools``, ``_servers``, ``_durability`` and
-``_graph`` (``None`` with MCP servers: their sessions exist only per run) and implements ``_build(tools)``.
-With MCP servers the graph is built on the first run, with tools routed to the sessions of whichever run calls
-them, and kept until the servers list different tools.
+A subclass sets ``_owner``, ``checkpointer``, ``output``, ``callbacks``, ``_tools``, ``_servers``, ``_durability``
+and ``_graph`` (``None`` with MCP servers: their sessions exist only per run) and implements ``_build(tools)``;
+`ai_utils._run.setup.Wrapper` does all of that from the constructor options. With MCP servers the graph is built
+on the first run, with tools routed to the sessions of whichever run calls them, and kept until the servers list
+different tools.
+
+Each public method turns its options into one `RunCall`; the sync and async shells share the checks, the config,
+the input-or-resume step and the result mapping (`ai_utils._run.calls`) and differ only in the graph method they
+call. A sync call with MCP servers drives the async shell (`run_sync` / `iterate_sync`).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from typing import Any, Generic, cast
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Durability, StateSnapshot
+from langgraph.types import Durability
 from pydantic import BaseModel
+from typing_extensions import TypeVar, Unpack
 
-from ai_utils._run.args import config_thread_id, merge_run_config, warn_unstored_thread
+from ai_utils._run.args import merge_run_config, warn_unstored_thread
 from ai_utils._run.calls import (
     Decisions,
+    Graph,
     Interrupt,
+    RunCall,
+    RunOptions,
     RunResult,
-    aresume_input,
-    astream_run,
+    StreamOptions,
     check_call,
+    chunk_adapter,
     final_result,
-    resume_input,
+    graph_input,
     run_config,
-    start_input,
-    stream_run,
 )
 from ai_utils._run.context import check_context
+from ai_utils._run.durable import SessionMethods
 from ai_utils._run.locks import RunLock, thread_lock
+from ai_utils._run.threads import ThreadState
 from ai_utils._utils import iterate_sync, run_sync
 from ai_utils.client import Decision, StreamChunk
 from ai_utils.exceptions import UserError
-from ai_utils.streaming._adapter import ChunkAdapter
-from ai_utils.streaming._interrupts import interrupt_chunk
+from ai_utils.streaming._adapter import ChunkAdapter, aadapt, adapt, stream_kwargs
 from ai_utils.tools._mcp_config import MCPServer
+from ai_utils.tools._normalize import check_unique
 
 __all__ = ["Graph", "GraphRunner"]
 
-Graph = CompiledStateGraph[Any, Any, Any, Any]
+OutputT = TypeVar("OutputT", covariant=True, default="str | BaseModel")
+"""What ``invoke`` answers besides an interrupt (each wrapper binds it through its constructor overloads)."""
 
 
-def _held(lock: RunLock, chunks: Iterator[StreamChunk]) -> Iterator[StreamChunk]:
-    """``chunks`` with ``lock`` held from the first chunk until the run ends or the consumer stops."""
-    with lock.hold():
-        try:
-            yield from chunks
-        finally:
-            close = getattr(chunks, "close", None)
-            if close is not None:
-                close()
-
-
-class GraphRunner:
+class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
     """Base of the graph wrappers: the sync/async run shells around `ai_utils._run.calls`."""
 
     _owner = "Agent"
@@ -77,9 +75,14 @@ class GraphRunner:
     def _build(self, tools: Sequence[BaseTool]) -> Graph:
         raise NotImplementedError
 
-    def _check_gated(self, graph: Graph) -> Graph:
-        """``graph``, once every ``interrupt_on`` key is known to name one of its tools (else `UserError`)."""
-        if not self._gated:
+    def _compile(self, tools: Sequence[BaseTool], *, gated: bool = True) -> Graph:
+        """``_build(tools)``, once the tool names are known to be unique; else `UserError`.
+
+        With ``gated`` (``tools`` are all the run's tools), every ``interrupt_on`` key must name one of them.
+        """
+        check_unique(t.name for t in tools)
+        graph = self._build(tools)
+        if not gated or not self._gated:
             return graph
         node = graph.nodes.get("tools")
         known = set(getattr(node.bound, "tools_by_name", {})) if node is not None else set()
@@ -98,329 +101,170 @@ class GraphRunner:
             return self._graph
         return self._mcp_graph[1] if self._mcp_graph is not None else self._build(self._tools)
 
+    # --- public run methods -------------------------------------------------------------------------------
+
+    def invoke(self, input: Any = None, **options: Unpack[RunOptions]) -> OutputT | Interrupt:
+        """Run one turn (or resume a paused one) to the end.
+
+        Args:
+            input: the user's message (a str or LangChain messages); leave it out to answer a pending approval
+                with ``decision``/``decisions``, or to continue a run that stopped (e.g. in a crash).
+            **options: ``thread_id``, ``context``, ``decision``, ``decisions``, ``callbacks``, ``config``
+                (see `RunOptions`).
+
+        Returns:
+            The answer text, the ``output`` model instance, or an interrupt chunk (``{"kind": "interrupt", ...}``)
+            when a tool waits for approval.
+
+        Raises:
+            UserError: a bad call (input and a decision, no ``thread_id`` with a checkpointer, an unknown option).
+        """
+        return self._typed(self._invoke(RunCall.of(self._owner, "invoke", input, options)))
+
+    async def ainvoke(self, input: Any = None, **options: Unpack[RunOptions]) -> OutputT | Interrupt:
+        """Async twin of `invoke`."""
+        return self._typed(await self._ainvoke(RunCall.of(self._owner, "ainvoke", input, options)))
+
+    def stream(self, input: Any = None, **options: Unpack[StreamOptions]) -> Iterator[StreamChunk]:
+        """Run one turn (or resume one) and yield its chunks as they come.
+
+        Text ``str``s and, when asked for (``show_tool_calls``, ``show_reasoning``, ``show_subagents``), tool /
+        reasoning / subagent events (shapes: `ai_utils.client`); a paused run ends with one interrupt chunk, also
+        when a subagent paused; ``get_stream_writer()`` data arrives as ``{"kind": "custom", "data": ...}``.
+        Other options as in `invoke` (see `StreamOptions`); the call is checked when iteration starts, so a
+        `UserError` comes from the first ``next()`` (before the first chunk); an unknown option fails at once.
+        """
+        return self._stream(RunCall.of(self._owner, "stream", input, options), chunk_adapter(options))
+
+    def astream(self, input: Any = None, **options: Unpack[StreamOptions]) -> AsyncIterator[StreamChunk]:
+        """Async twin of `stream`."""
+        return self._arun_stream(RunCall.of(self._owner, "astream", input, options), chunk_adapter(options))
+
+    def _typed(self, result: RunResult) -> OutputT | Interrupt:
+        # The constructor overloads tie OutputT to ``output`` (and ``actions``), which decide what a run returns.
+        return cast("OutputT | Interrupt", result)
+
+    # --- the shells over the shared steps ----------------------------------------------------------------
+
     def _config(
         self, thread_id: str | None, callbacks: Sequence[BaseCallbackHandler], config: RunnableConfig | None = None
     ) -> RunnableConfig:
         handlers = [*self.callbacks, *callbacks]
         return merge_run_config(run_config(thread_id, callbacks=handlers or None), config)
 
-    def _check(self, input: Any, thread_id: str | None, decision: Any, decisions: Any, context: Any = None) -> None:
-        check_context(getattr(self, "context_schema", None), context, owner=self._owner)
+    def _checked_config(self, call: RunCall) -> RunnableConfig:
+        """The run's config, once the call is known to be valid (else `UserError`)."""
+        check_context(getattr(self, "context_schema", None), call.context, owner=self._owner)
         check_call(
             owner=self._owner,
-            input=input,
-            thread_id=thread_id,
-            decision=decision,
-            decisions=decisions,
+            input=call.input,
+            thread_id=call.thread_id,
+            decision=call.decision,
+            decisions=call.decisions,
             has_checkpointer=self.checkpointer is not None,
         )
-        warn_unstored_thread(self, thread_id)
+        warn_unstored_thread(self, call.thread_id)
+        return self._config(call.thread_id, call.callbacks, call.config)
 
-    @contextlib.asynccontextmanager
-    async def _run_graph(self, config: RunnableConfig) -> AsyncIterator[tuple[Graph, RunnableConfig]]:
-        """The graph and config for one run; with MCP servers, their sessions stay open until the run ends."""
-        if self._graph is not None:
-            yield self._graph, config
-            return
-        from ai_utils.tools.mcp import mcp_scope
+    def _graph_options(self, call: RunCall) -> dict[str, Any]:
+        return {"context": call.context, "durability": self._durability}
 
-        async with mcp_scope(self._servers) as scope:
-            cached = self._mcp_graph
-            if cached is not None and cached[0] == scope.signature:
-                graph = cached[1]
-            else:
-                # Built once per distinct tool listing, not per run (deepagents takes 13-19 ms to build a graph).
-                graph = self._check_gated(self._build([*self._tools, *scope.routed_tools()]))
-                self._mcp_graph = (scope.signature, graph)
-            yield graph, scope.bind(config)
-
-    def _run_lock(self, config: RunnableConfig) -> RunLock | None:
+    def _lock(self, config: RunnableConfig) -> RunLock | None:
         """The lock that serialises runs on this thread in this process (``None`` without a checkpointer)."""
         thread_id = (config.get("configurable") or {}).get("thread_id")
         if self.checkpointer is None or not isinstance(thread_id, str):
             return None
         return thread_lock(self.checkpointer, thread_id)
 
-    # --- durable sessions (SPEC §14; the wrapper was created with ``sessions=``) -----------------------------
+    def _hold(self, config: RunnableConfig) -> contextlib.AbstractContextManager[Any]:
+        lock = self._lock(config)
+        return lock.hold() if lock is not None else contextlib.nullcontext()
 
-    def session(self, session_id: str | None = None, *, context: Any = None) -> Any:
-        """Open a durable session (a new id when ``None``); ``context`` reaches its tools and is never stored.
+    @contextlib.asynccontextmanager
+    async def _open(self, config: RunnableConfig) -> AsyncIterator[tuple[Graph, RunnableConfig]]:
+        """The graph and config for one async run, the thread's lock held; with MCP servers, their sessions open."""
+        lock = self._lock(config)
+        async with lock.ahold() if lock is not None else contextlib.nullcontext():
+            if self._graph is not None:
+                yield self._graph, config
+                return
+            from ai_utils.tools.mcp import mcp_scope
 
-        Raises:
-            UserError: the agent has no ``sessions=``, a bad id, or a session of an agent with another name.
-        """
-        from ai_utils.sessions._attach import open_session
+            async with mcp_scope(self._servers) as scope:
+                cached = self._mcp_graph
+                if cached is not None and cached[0] == scope.signature:
+                    graph = cached[1]
+                else:
+                    # Built once per distinct tool listing, not per run (deepagents takes 13-19 ms to build a graph).
+                    graph = self._compile([*self._tools, *scope.routed_tools()])
+                    self._mcp_graph = (scope.signature, graph)
+                yield graph, scope.bind(config)
 
-        return open_session(self, session_id, context)
-
-    def recover(self) -> int:
-        """Continue every session of this agent whose worker stopped mid-turn; returns how many."""
-        from ai_utils.sessions._attach import recover
-
-        return recover(self)
-
-    async def arecover(self) -> int:
-        """Async twin of `recover` (the continued turns run as tasks on this loop)."""
-        from ai_utils.sessions._attach import recover
-
-        return recover(self, here=True)
-
-    # --- pending -------------------------------------------------------------------------------------------
-
-    def _pending_config(self, thread_id: str) -> RunnableConfig:
-        if self.checkpointer is None:
-            raise UserError(
-                f"{self._owner}.pending and get_state read the thread from a checkpointer; create the agent with one."
-            )
-        return run_config(thread_id)
-
-    def pending(self, thread_id: str) -> Interrupt | None:
-        """The interrupt chunk the thread waits on (e.g. after a page reload), or ``None``.
-
-        Raises:
-            UserError: when the agent has no checkpointer to read from.
-        """
-        state = self.graph.get_state(self._pending_config(thread_id))
-        return interrupt_chunk(state.interrupts)
-
-    async def apending(self, thread_id: str) -> Interrupt | None:
-        """Async twin of `pending` (needed for async-only savers)."""
-        state = await self.graph.aget_state(self._pending_config(thread_id))
-        return interrupt_chunk(state.interrupts)
-
-    # --- state (LangGraph's names) ---------------------------------------------------------------------
-
-    def _state_config(self, thread: str | RunnableConfig) -> RunnableConfig:
-        if isinstance(thread, str):
-            return self._pending_config(thread)
-        thread_id = config_thread_id(None, thread)
-        if not thread_id:
-            raise UserError(f"{self._owner}.get_state needs a thread: pass its thread_id (a str), got {thread!r}.")
-        return merge_run_config(self._pending_config(thread_id), thread)
-
-    def get_state(self, thread: str | RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
-        """The thread's current LangGraph ``StateSnapshot`` (``values``, ``next``, ``interrupts``, ...).
-
-        Args:
-            thread: the ``thread_id``, or a LangChain config ``{"configurable": {"thread_id": ...}}``
-                (optionally with a ``checkpoint_id``).
-            subgraphs: include the state of paused subgraphs.
-
-        Raises:
-            UserError: when the agent has no checkpointer.
-        """
-        return self.graph.get_state(self._state_config(thread), subgraphs=subgraphs)
-
-    async def aget_state(self, thread: str | RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
-        """Async twin of `get_state`."""
-        return await self.graph.aget_state(self._state_config(thread), subgraphs=subgraphs)
-
-    def get_state_history(
-        self, thread: str | RunnableConfig, *, limit: int | None = None, before: RunnableConfig | None = None
-    ) -> Iterator[StateSnapshot]:
-        """The thread's checkpoints as ``StateSnapshot``s, newest first (LangGraph's ``get_state_history``)."""
-        return self.graph.get_state_history(self._state_config(thread), limit=limit, before=before)
-
-    def aget_state_history(
-        self, thread: str | RunnableConfig, *, limit: int | None = None, before: RunnableConfig | None = None
-    ) -> AsyncIterator[StateSnapshot]:
-        """Async twin of `get_state_history`."""
-        return self.graph.aget_state_history(self._state_config(thread), limit=limit, before=before)
-
-    # --- run shells ----------------------------------------------------------------------------------------
-
-    # --- public stream pair (each wrapper has its own invoke) ---------------------------------------
-
-    def stream(
-        self,
-        input: Any = None,
-        *,
-        thread_id: str | None = None,
-        context: Any = None,
-        decision: Decision | None = None,
-        decisions: Decisions | None = None,
-        show_tool_calls: bool = False,
-        show_reasoning: bool = False,
-        show_subagents: bool = False,
-        callbacks: Sequence[BaseCallbackHandler] = (),
-        config: RunnableConfig | None = None,
-    ) -> Iterator[StreamChunk]:
-        """Run one turn (or resume one) and yield its chunks as they come.
-
-        Text ``str``s and, when asked for, tool / reasoning / subagent events (shapes: `ai_utils.client`); a
-        paused run ends with one interrupt chunk, also when a subagent paused; ``get_stream_writer()`` data
-        arrives as ``{"kind": "custom", "data": ...}``. Arguments as in `invoke`; the call is checked when
-        iteration starts, so a `UserError` comes from the first ``next()`` (before the first chunk).
-        """
-        adapter = ChunkAdapter(
-            show_tool_calls=show_tool_calls, show_reasoning=show_reasoning, show_subagents=show_subagents
-        )
-        thread_id = config_thread_id(thread_id, config)
-        return self._stream(input, thread_id, context, decision, decisions, adapter, callbacks, config)
-
-    def astream(
-        self,
-        input: Any = None,
-        *,
-        thread_id: str | None = None,
-        context: Any = None,
-        decision: Decision | None = None,
-        decisions: Decisions | None = None,
-        show_tool_calls: bool = False,
-        show_reasoning: bool = False,
-        show_subagents: bool = False,
-        callbacks: Sequence[BaseCallbackHandler] = (),
-        config: RunnableConfig | None = None,
-    ) -> AsyncIterator[StreamChunk]:
-        """Async twin of `stream`."""
-        adapter = ChunkAdapter(
-            show_tool_calls=show_tool_calls, show_reasoning=show_reasoning, show_subagents=show_subagents
-        )
-        thread_id = config_thread_id(thread_id, config)
-        return self._astream(input, thread_id, context, decision, decisions, adapter, callbacks, config)
-
-    def _invoke(
-        self,
-        input: Any,
-        thread_id: str | None,
-        context: Any,
-        decision: Decision | None,
-        decisions: Decisions | None,
-        callbacks: Sequence[BaseCallbackHandler],
-        run_config: RunnableConfig | None = None,
-    ) -> RunResult:
-        thread_id = config_thread_id(thread_id, run_config)
-        self._check(input, thread_id, decision, decisions, context)
+    def _invoke(self, call: RunCall) -> RunResult:
+        config = self._checked_config(call)
         if self._graph is None:
-            return run_sync(
-                lambda: self._ainvoke(input, thread_id, context, decision, decisions, callbacks, run_config),
-                what=f"{self._owner}.invoke with MCP servers",
-            )
-        config = self._config(thread_id, callbacks, run_config)
-        lock = self._run_lock(config)
-        with lock.hold() if lock is not None else contextlib.nullcontext():
-            graph_input = (
-                start_input(input) if input is not None else resume_input(self._graph, config, decision, decisions)
-            )
-            output = self._graph.invoke(graph_input, config, context=context, durability=self._durability, version="v2")
+            return run_sync(lambda: self._ainvoke(call), what=f"{self._owner}.invoke with MCP servers")
+        graph = self._graph
+        with self._hold(config):
+            state = graph.get_state(config) if call.input is None else None
+            output = graph.invoke(graph_input(call, config, state), config, **self._graph_options(call), version="v2")
         return final_result(output, structured=self.output is not None)
 
-    async def _ainvoke(
-        self,
-        input: Any,
-        thread_id: str | None,
-        context: Any,
-        decision: Decision | None,
-        decisions: Decisions | None,
-        callbacks: Sequence[BaseCallbackHandler],
-        run_config: RunnableConfig | None = None,
-    ) -> RunResult:
-        thread_id = config_thread_id(thread_id, run_config)
-        self._check(input, thread_id, decision, decisions, context)
-        run = self._config(thread_id, callbacks, run_config)
-        lock = self._run_lock(run)
-        async with (
-            lock.ahold() if lock is not None else contextlib.nullcontext(),
-            self._run_graph(run) as (graph, config),
-        ):
-            if input is None:
-                graph_input: Any = await aresume_input(graph, config, decision, decisions)
-            else:
-                graph_input = start_input(input)
+    async def _ainvoke(self, call: RunCall) -> RunResult:
+        async with self._open(self._checked_config(call)) as (graph, config):
+            state = await graph.aget_state(config) if call.input is None else None
             output = await graph.ainvoke(
-                graph_input, config, context=context, durability=self._durability, version="v2"
+                graph_input(call, config, state), config, **self._graph_options(call), version="v2"
             )
         return final_result(output, structured=self.output is not None)
 
-    def _stream(
-        self,
-        input: Any,
-        thread_id: str | None,
-        context: Any,
-        decision: Decision | None,
-        decisions: Decisions | None,
-        adapter: ChunkAdapter,
-        callbacks: Sequence[BaseCallbackHandler],
-        run_config: RunnableConfig | None = None,
-    ) -> Iterator[StreamChunk]:
+    def _stream(self, call: RunCall, adapter: ChunkAdapter) -> Iterator[StreamChunk]:
         # Checked on the first next(), not here: StreamResponse then answers a bad call with a 400 JSON body.
-        yield from self._stream_now(input, thread_id, context, decision, decisions, adapter, callbacks, run_config)
-
-    def _stream_now(
-        self,
-        input: Any,
-        thread_id: str | None,
-        context: Any,
-        decision: Decision | None,
-        decisions: Decisions | None,
-        adapter: ChunkAdapter,
-        callbacks: Sequence[BaseCallbackHandler],
-        run_config: RunnableConfig | None,
-    ) -> Iterator[StreamChunk]:
-        self._check(input, thread_id, decision, decisions, context)
-        config = self._config(thread_id, callbacks, run_config)
+        config = self._checked_config(call)
         if self._graph is None:
-            return iterate_sync(
-                lambda: self._astream_run(input, config, context, decision, decisions, adapter),
-                what=f"{self._owner}.stream with MCP servers",
+            yield from iterate_sync(
+                lambda: self._arun_stream(call, adapter, config), what=f"{self._owner}.stream with MCP servers"
             )
-        graph_input = (
-            start_input(input) if input is not None else resume_input(self._graph, config, decision, decisions)
-        )
-        chunks = stream_run(self._graph, graph_input, config, adapter, context=context, durability=self._durability)
-        lock = self._run_lock(config)
-        return chunks if lock is None else _held(lock, chunks)
+            return
+        graph = self._graph
+        with self._hold(config):
+            state = graph.get_state(config) if call.input is None else None
+            parts = graph.stream(
+                graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
+            )
+            yield from adapt(parts, adapter)  # closing this generator closes adapt's, which closes the run
 
-    def _astream(
-        self,
-        input: Any,
-        thread_id: str | None,
-        context: Any,
-        decision: Decision | None,
-        decisions: Decisions | None,
-        adapter: ChunkAdapter,
-        callbacks: Sequence[BaseCallbackHandler],
-        run_config: RunnableConfig | None = None,
+    async def _arun_stream(
+        self, call: RunCall, adapter: ChunkAdapter, config: RunnableConfig | None = None
     ) -> AsyncIterator[StreamChunk]:
-        # Checked on the first __anext__, not here: StreamResponse then answers a bad call with a 400 JSON body.
-        return self._astream_run(
-            input, None, context, decision, decisions, adapter, check=(thread_id, callbacks, run_config)
-        )
-
-    async def _astream_run(
-        self,
-        input: Any,
-        config: RunnableConfig | None,
-        context: Any,
-        decision: Decision | None,
-        decisions: Decisions | None,
-        adapter: ChunkAdapter,
-        *,
-        check: tuple[str | None, Sequence[BaseCallbackHandler], RunnableConfig | None] | None = None,
-    ) -> AsyncIterator[StreamChunk]:
-        # ``check`` (thread_id, callbacks, caller config): validate and build the config here, at the first
-        # __anext__, so the error surfaces inside the stream (StreamResponse answers it with a 400 JSON body).
-        if check is not None:
-            self._check(input, check[0], decision, decisions, context)
-            config = self._config(*check)
-        elif config is None:
-            raise TypeError("_astream_run needs a config or a check")
-        lock = self._run_lock(config)
-        async with (
-            lock.ahold() if lock is not None else contextlib.nullcontext(),
-            self._run_graph(config) as (graph, config),
-        ):
-            if input is None:
-                graph_input: Any = await aresume_input(graph, config, decision, decisions)
-            else:
-                graph_input = start_input(input)
-            chunks = astream_run(graph, graph_input, config, adapter, context=context, durability=self._durability)
+        # Without ``config`` the call is checked here, at the first __anext__, so the error surfaces inside the
+        # stream (StreamResponse answers it with a 400 JSON body).
+        if config is None:
+            config = self._checked_config(call)
+        async with self._open(config) as (graph, config):
+            state = await graph.aget_state(config) if call.input is None else None
+            parts = graph.astream(
+                graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
+            )
+            chunks = aadapt(parts, adapter)
             try:
                 async for chunk in chunks:
                     yield chunk
             finally:
                 # A consumer that stops early must stop the graph run now, before the MCP sessions close;
                 # left to the garbage collector, the run would go on in the background for a while.
-                aclose = getattr(chunks, "aclose", None)
-                if aclose is not None:
-                    await aclose()
+                await cast("Any", chunks).aclose()
+
+    def _astream_run(
+        self,
+        input: Any,
+        config: RunnableConfig,
+        context: Any,
+        decision: Decision | None,
+        decisions: Decisions | None,
+        adapter: ChunkAdapter,
+    ) -> AsyncIterator[StreamChunk]:
+        """One run on a config the caller built with `_config` (a durable session's turn: ``sessions._turns``)."""
+        return self._arun_stream(
+            RunCall(input, context=context, decision=decision, decisions=decisions), adapter, config
+        )

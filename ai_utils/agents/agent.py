@@ -3,33 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Never, cast, overload
+from typing import TYPE_CHECKING, Any, Never, cast, overload
 
 from langchain.agents import create_agent
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.types import Durability
 from pydantic import BaseModel
-from typing_extensions import TypeVar
+from typing_extensions import TypeVar, Unpack
 
-from ai_utils._run.args import check_prompt, reject_unknown, resolve_llm, tool_list
-from ai_utils._run.calls import (
-    Decisions,
-    Interrupt,
-    ModelT,
-    RunResult,
-)
-from ai_utils._run.guards import guards
+from ai_utils._run.args import keyword_names, reject_unknown
+from ai_utils._run.calls import Interrupt, ModelT, RunCall, RunOptions, RunResult
 from ai_utils._run.hitl import hitl_middleware
-from ai_utils._run.repair import ThreadRepair
-from ai_utils._run.runner import Graph, GraphRunner
+from ai_utils._run.runner import Graph
+from ai_utils._run.setup import Wrapper, WrapperOptions
 from ai_utils._run.state import AgentState
 from ai_utils.agents._hooks import AfterToolCall, BeforeToolCall, OnProviderError, ShouldBreakEarly, ToolLoopHooks
-from ai_utils.client import Decision
 from ai_utils.exceptions import UserError
-from ai_utils.tools._mcp_config import MCPServer, describe_mcp_servers, normalize_mcp_servers
-from ai_utils.tools._normalize import check_unique, normalize_tools
+from ai_utils.tools._mcp_config import MCPServer
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -40,7 +31,7 @@ if TYPE_CHECKING:
     from ai_utils.sessions._store import SessionStore
     from ai_utils.tools.registry import ToolRegistry
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "AgentOptions"]
 
 # What ``invoke`` answers besides an interrupt; a bare ``Agent`` annotation means any of them (covariant).
 OutputT = TypeVar(
@@ -48,7 +39,20 @@ OutputT = TypeVar(
 )
 
 
-class Agent(GraphRunner, Generic[OutputT]):
+class AgentOptions(WrapperOptions, total=False):
+    """The `Agent` constructor options besides ``output`` and ``actions`` (which pick the answer type)."""
+
+    before_tool_call: BeforeToolCall | None
+    after_tool_call: AfterToolCall | None
+    should_break_early: ShouldBreakEarly | None
+    on_provider_error: OnProviderError | None
+    max_iterations: int | None
+    durability: Durability
+    modes: ModeRouter | None
+    sessions: SessionStore | None
+
+
+class Agent(Wrapper[OutputT]):
     """A tool-calling agent: the model calls tools until it can answer.
 
     Example:
@@ -113,86 +117,17 @@ class Agent(GraphRunner, Generic[OutputT]):
 
     @overload
     def __init__(
-        self: Agent[str],
-        *,
-        llm: BaseChatModel | str | None = None,
-        prompt: str | None = None,
-        tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry = (),
-        checkpointer: Checkpointer = None,
-        output: None = None,
-        mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None = None,
-        interrupt_on: Mapping[str, Any] | None = None,
-        middleware: Sequence[Any] = (),
-        describe: str | None = None,
-        name: str | None = None,
-        before_tool_call: BeforeToolCall | None = None,
-        after_tool_call: AfterToolCall | None = None,
-        should_break_early: ShouldBreakEarly | None = None,
-        on_provider_error: OnProviderError | None = None,
-        max_iterations: int | None = None,
-        durability: Durability = "sync",
-        context_schema: type[Any] | None = None,
-        callbacks: Sequence[BaseCallbackHandler] = (),
-        actions: None = None,
-        modes: ModeRouter | None = None,
-        retries: int = 2,
-        sessions: SessionStore | None = None,
+        self: Agent[str], *, output: None = None, actions: None = None, **options: Unpack[AgentOptions]
     ) -> None: ...
 
     @overload
     def __init__(
-        self: Agent[ModelT],
-        *,
-        llm: BaseChatModel | str | None = None,
-        prompt: str | None = None,
-        tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry = (),
-        checkpointer: Checkpointer = None,
-        output: type[ModelT],
-        mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None = None,
-        interrupt_on: Mapping[str, Any] | None = None,
-        middleware: Sequence[Any] = (),
-        describe: str | None = None,
-        name: str | None = None,
-        before_tool_call: BeforeToolCall | None = None,
-        after_tool_call: AfterToolCall | None = None,
-        should_break_early: ShouldBreakEarly | None = None,
-        on_provider_error: OnProviderError | None = None,
-        max_iterations: int | None = None,
-        durability: Durability = "sync",
-        context_schema: type[Any] | None = None,
-        callbacks: Sequence[BaseCallbackHandler] = (),
-        actions: None = None,
-        modes: ModeRouter | None = None,
-        retries: int = 2,
-        sessions: SessionStore | None = None,
+        self: Agent[ModelT], *, output: type[ModelT], actions: None = None, **options: Unpack[AgentOptions]
     ) -> None: ...
 
     @overload
     def __init__(
-        self: Agent[DirectiveResult],
-        *,
-        llm: BaseChatModel | str | None = None,
-        prompt: str | None = None,
-        tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry = (),
-        checkpointer: Checkpointer = None,
-        output: None = None,
-        mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None = None,
-        interrupt_on: Mapping[str, Any] | None = None,
-        middleware: Sequence[Any] = (),
-        describe: str | None = None,
-        name: str | None = None,
-        before_tool_call: BeforeToolCall | None = None,
-        after_tool_call: AfterToolCall | None = None,
-        should_break_early: ShouldBreakEarly | None = None,
-        on_provider_error: OnProviderError | None = None,
-        max_iterations: int | None = None,
-        durability: Durability = "sync",
-        context_schema: type[Any] | None = None,
-        callbacks: Sequence[BaseCallbackHandler] = (),
-        actions: ActionRegistry,
-        modes: ModeRouter | None = None,
-        retries: int = 2,
-        sessions: SessionStore | None = None,
+        self: Agent[DirectiveResult], *, output: None = None, actions: ActionRegistry, **options: Unpack[AgentOptions]
     ) -> None: ...
 
     def __init__(
@@ -222,57 +157,29 @@ class Agent(GraphRunner, Generic[OutputT]):
         sessions: SessionStore | None = None,
         **unknown: Never,
     ) -> None:
-        reject_unknown(unknown, owner="Agent", signature_of=Agent.__init__)
-        prompt = check_prompt(prompt, owner="Agent")
-        tools = tool_list(tools, owner="Agent")
+        reject_unknown(unknown, owner="Agent", known=keyword_names(Agent.__init__))
         if actions is not None and output is not None:
             raise UserError(
                 "`actions` reads `!>` directives from the answer text; it cannot be combined with `output`."
             )
-        if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
-            raise UserError(f"`output` must be a pydantic model class, got {output!r}.")
-        self.sessions = sessions
-        session_middleware: list[Any] = []
+        self._setup_tools(tools, mcp_server)
+        link = None
         if sessions is not None:
             from ai_utils.sessions._attach import attach
 
-            checkpointer, session_mw = attach(
-                "Agent",
-                sessions,
-                tools=normalize_tools(tools),
-                servers=normalize_mcp_servers(mcp_server),
-                checkpointer=checkpointer,
-            )
-            session_middleware.append(session_mw)
-        if interrupt_on and checkpointer is None:
-            raise UserError(
-                "`interrupt_on` pauses runs for approval, which needs a checkpointer to resume from. "
-                "Pass `checkpointer=MemorySaver()` (or sqlite_saver(...))."
-            )
-        self.llm = resolve_llm(llm, owner="Agent")
-        self.prompt = prompt
-        self.output = output
-        self.describe = describe
-        self.name = name
-        self.checkpointer = checkpointer
+            link = attach("Agent", sessions)
+        self._setup_thread(checkpointer, link, interrupt_on, durability)
+        self._setup_run(name, describe, context_schema, callbacks, modes)
+        self._setup_model(llm, prompt, output, retries)
         self.durability = durability
-        self.context_schema = context_schema
-        self.callbacks = list(callbacks)
         self.actions = actions
-        # LangGraph warns (and its sync loop breaks) when a durability is given without a checkpointer.
-        self._durability: Durability | None = durability if checkpointer is not None else None
-        self._tools = normalize_tools(tools)
-        self._servers = normalize_mcp_servers(mcp_server)
-        if self._servers:
-            import ai_utils.tools.mcp  # noqa: F401  # fail now, not mid-run, when the `mcp` extra is missing
         # The repair step goes first: no other hook (nor the model) sees an unanswered tool call. With sessions
         # it is the session middleware (a ThreadRepair that also lets steers join the turn).
-        stack = [*(session_middleware or [ThreadRepair()]), *middleware]
+        stack = [*self._repair, *middleware]
         if modes is not None:
             from ai_utils.routing._middleware import ModeMiddleware
 
             stack.append(ModeMiddleware(modes))
-        self.modes = modes
         hook_fns = (before_tool_call, after_tool_call, should_break_early, on_provider_error)
         if max_iterations is not None or any(fn is not None for fn in hook_fns):
             stack.append(
@@ -286,28 +193,14 @@ class Agent(GraphRunner, Generic[OutputT]):
             )
         if interrupt_on:
             stack.append(hitl_middleware(interrupt_on))
-        stack.extend(guards(output, retries))
-        self.retries = retries
+        stack.extend(self._guards)
         self._middleware = stack
         # Without MCP the graph is compiled once; with MCP servers the first run builds it with their tools.
-        self._gated = tuple(interrupt_on or ())
-        self._graph: Graph | None = None if self._servers else self._check_gated(self._build(self._tools))
+        self._graph: Graph | None = None if self._servers else self._compile(self._tools)
 
     # --- building ----------------------------------------------------------------------------------------
 
-    @property
-    def system_prompt(self) -> str | None:
-        """The system prompt sent to the model: ``prompt`` plus the MCP servers' descriptions."""
-        parts = [p for p in (self.prompt, describe_mcp_servers(self._servers)) if p]
-        return "\n\n".join(parts) or None
-
-    @property
-    def tools(self) -> list[BaseTool]:
-        """The agent's own tools (MCP tools are loaded per run)."""
-        return list(self._tools)
-
     def _build(self, tools: Sequence[BaseTool]) -> Graph:
-        check_unique(t.name for t in tools)
         return create_agent(
             self.llm,
             list(tools),
@@ -330,51 +223,25 @@ class Agent(GraphRunner, Generic[OutputT]):
 
     # --- invoke --------------------------------------------------------------------------------------------
 
-    def invoke(
-        self,
-        input: Any = None,
-        *,
-        thread_id: str | None = None,
-        context: Any = None,
-        decision: Decision | None = None,
-        decisions: Decisions | None = None,
-        callbacks: Sequence[BaseCallbackHandler] = (),
-        actor: Any = None,
-        config: RunnableConfig | None = None,
-    ) -> OutputT | Interrupt:
+    def invoke(self, input: Any = None, *, actor: Any = None, **options: Unpack[RunOptions]) -> OutputT | Interrupt:
         """Run one turn (or resume a paused one) to the end.
 
         Args:
-            input: the user's message.
-            thread_id: the conversation (required with a checkpointer).
-            context: run-time context for tools and middleware; never stored in checkpoints.
-            decision: the answer to a pending approval: ``"approve"``, ``"reject"``,
-                ``{"type": "reject", "message": ...}``, ``{"type": "edit", "args": {...}}``,
-                ``{"type": "respond", "message": ...}``.
-            decisions: one answer per pending item (list in order, or mapping by item id).
-            callbacks: LangChain callback handlers for this run only (added to the agent's ``callbacks``).
+            input: the user's message; leave it out to answer a pending approval with ``decision``/``decisions``
+                (``"approve"``, ``"reject"``, ``{"type": "edit", "args": {...}}``, ...) or to continue a run.
             actor: who asked (``Actor`` or mapping); with ``actions``, the policy checks their roles and plan.
-            config: a LangChain ``RunnableConfig`` (tags, metadata, run_name, callbacks, recursion_limit,
-                configurable extras), merged with ours; ``config["configurable"]["thread_id"]`` may name the thread.
+            **options: ``thread_id`` (required with a checkpointer), ``context`` (never stored), ``decision``,
+                ``decisions``, ``callbacks`` (for this run, added to the agent's), ``config`` (a LangChain
+                ``RunnableConfig`` merged with ours); see `RunOptions`.
 
         Returns:
             The answer text, the ``output`` model instance, a `DirectiveResult` with ``actions``, or an
             interrupt chunk (``{"kind": "interrupt", ...}``) when a tool waits for approval.
         """
-        return self._result(self._invoke(input, thread_id, context, decision, decisions, callbacks, config), actor)
+        return self._result(self._invoke(RunCall.of(self._owner, "invoke", input, options)), actor)
 
     async def ainvoke(
-        self,
-        input: Any = None,
-        *,
-        thread_id: str | None = None,
-        context: Any = None,
-        decision: Decision | None = None,
-        decisions: Decisions | None = None,
-        callbacks: Sequence[BaseCallbackHandler] = (),
-        actor: Any = None,
-        config: RunnableConfig | None = None,
+        self, input: Any = None, *, actor: Any = None, **options: Unpack[RunOptions]
     ) -> OutputT | Interrupt:
         """Async twin of `invoke`."""
-        result = await self._ainvoke(input, thread_id, context, decision, decisions, callbacks, config)
-        return self._result(result, actor)
+        return self._result(await self._ainvoke(RunCall.of(self._owner, "ainvoke", input, options)), actor)

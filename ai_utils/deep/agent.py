@@ -3,26 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Never, cast, overload
+from typing import TYPE_CHECKING, Any, Never, overload
 
 from langchain.agents.middleware import TodoListMiddleware
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel
-from typing_extensions import TypeVar
+from typing_extensions import TypeVar, Unpack
 
-from ai_utils._run.args import check_prompt, reject_unknown, resolve_llm, tool_list
-from ai_utils._run.calls import Decisions, Interrupt, ModelT
-from ai_utils._run.guards import guard_tool, guards
-from ai_utils._run.hitl import to_interrupt_on
+from ai_utils._run.args import keyword_names, reject_unknown, resolve_llm
+from ai_utils._run.calls import ModelT
+from ai_utils._run.guards import guard_tool
 from ai_utils._run.repair import REPAIR_NAME, ThreadRepair
-from ai_utils._run.runner import Graph, GraphRunner
-from ai_utils.client import Decision
+from ai_utils._run.runner import Graph
+from ai_utils._run.setup import Wrapper, WrapperOptions
 from ai_utils.deep._deepagents import create_deep_agent, supports_execution
 from ai_utils.exceptions import UserError
-from ai_utils.tools._mcp_config import MCPServer, describe_mcp_servers, normalize_mcp_servers
+from ai_utils.tools._mcp_config import MCPServer
 from ai_utils.tools._normalize import check_unique, normalize_tools
 
 if TYPE_CHECKING:
@@ -36,18 +34,10 @@ if TYPE_CHECKING:
     from ai_utils.sessions._store import SessionStore
     from ai_utils.tools.registry import ToolRegistry
 
-__all__ = ["DeepAgent"]
+__all__ = ["DeepAgent", "DeepAgentOptions"]
 
 # What ``invoke`` answers besides an interrupt; a bare ``DeepAgent`` annotation means either (covariant).
 OutputT = TypeVar("OutputT", bound="str | BaseModel", covariant=True, default="str | BaseModel")
-
-
-def _checkpointer(checkpointer: Any) -> Any:
-    if checkpointer is True:
-        return InMemorySaver()
-    if checkpointer is False:
-        return None
-    return checkpointer
 
 
 def _chat_model(llm: Any) -> Any:
@@ -65,7 +55,20 @@ def _subagent(spec: Any) -> Any:
     return spec
 
 
-class DeepAgent(GraphRunner, Generic[OutputT]):
+class DeepAgentOptions(WrapperOptions, total=False):
+    """The `DeepAgent` constructor options besides ``output`` (which picks the answer type), in deepagents' types."""
+
+    backend: BackendProtocol | None
+    permissions: Sequence[FilesystemPermission] | None
+    agents_md: Sequence[str] | None
+    subagents: Sequence[SubAgent | CompiledSubAgent | AsyncSubAgent] | None
+    skills: Sequence[str] | None
+    store: BaseStore | None
+    modes: ModeRouter | None
+    sessions: SessionStore | None
+
+
+class DeepAgent(Wrapper[OutputT]):
     """A deep agent: plans with ``write_todos``, works in files, delegates to subagents via ``task``.
 
     Example:
@@ -125,60 +128,13 @@ class DeepAgent(GraphRunner, Generic[OutputT]):
     """
 
     _owner = "DeepAgent"
+    _saver_hint = "Keep the default `checkpointer=True` or pass a saver (e.g. sqlite_saver(...))."
 
     @overload
-    def __init__(
-        self: DeepAgent[str],
-        *,
-        prompt: str | None = None,
-        llm: BaseChatModel | str | None = None,
-        tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry = (),
-        output: None = None,
-        checkpointer: Checkpointer = True,
-        backend: BackendProtocol | None = None,
-        permissions: Sequence[FilesystemPermission] | None = None,
-        interrupt_on: Mapping[str, Any] | None = None,
-        agents_md: Sequence[str] | None = None,
-        subagents: Sequence[SubAgent | CompiledSubAgent | AsyncSubAgent] | None = None,
-        skills: Sequence[str] | None = None,
-        middleware: Sequence[Any] = (),
-        store: BaseStore | None = None,
-        name: str | None = None,
-        context_schema: type[Any] | None = None,
-        mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None = None,
-        describe: str | None = None,
-        callbacks: Sequence[BaseCallbackHandler] = (),
-        modes: ModeRouter | None = None,
-        retries: int = 2,
-        sessions: SessionStore | None = None,
-    ) -> None: ...
+    def __init__(self: DeepAgent[str], *, output: None = None, **options: Unpack[DeepAgentOptions]) -> None: ...
 
     @overload
-    def __init__(
-        self: DeepAgent[ModelT],
-        *,
-        prompt: str | None = None,
-        llm: BaseChatModel | str | None = None,
-        tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry = (),
-        output: type[ModelT],
-        checkpointer: Checkpointer = True,
-        backend: BackendProtocol | None = None,
-        permissions: Sequence[FilesystemPermission] | None = None,
-        interrupt_on: Mapping[str, Any] | None = None,
-        agents_md: Sequence[str] | None = None,
-        subagents: Sequence[SubAgent | CompiledSubAgent | AsyncSubAgent] | None = None,
-        skills: Sequence[str] | None = None,
-        middleware: Sequence[Any] = (),
-        store: BaseStore | None = None,
-        name: str | None = None,
-        context_schema: type[Any] | None = None,
-        mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None = None,
-        describe: str | None = None,
-        callbacks: Sequence[BaseCallbackHandler] = (),
-        modes: ModeRouter | None = None,
-        retries: int = 2,
-        sessions: SessionStore | None = None,
-    ) -> None: ...
+    def __init__(self: DeepAgent[ModelT], *, output: type[ModelT], **options: Unpack[DeepAgentOptions]) -> None: ...
 
     def __init__(
         self,
@@ -206,39 +162,21 @@ class DeepAgent(GraphRunner, Generic[OutputT]):
         sessions: SessionStore | None = None,
         **unknown: Never,
     ) -> None:
-        reject_unknown(unknown, owner="DeepAgent", signature_of=DeepAgent.__init__)
-        prompt = check_prompt(prompt, owner="DeepAgent")
-        tools = tool_list(tools, owner="DeepAgent")
-        if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
-            raise UserError(f"`output` must be a pydantic model class, got {output!r}.")
+        reject_unknown(unknown, owner="DeepAgent", known=keyword_names(DeepAgent.__init__))
         if backend is not None and (isinstance(backend, type) or not hasattr(backend, "read")):
             raise UserError(
                 f"`backend` must be a backend instance, got {backend!r}. "
                 "Call the factory, e.g. `backend=create_state_backend()`."
             )
-        self.sessions = sessions
-        self._session_middleware: list[Any] = []
+        self._setup_tools(tools, mcp_server)
+        link = None
         if sessions is not None:
             from ai_utils.sessions._attach import attach
 
-            checkpointer, session_mw = attach(
-                "DeepAgent",
-                sessions,
-                tools=normalize_tools(tools),
-                servers=normalize_mcp_servers(mcp_server),
-                checkpointer=checkpointer,
-                deep=True,
-            )
-            self._session_middleware.append(session_mw)
-        self.checkpointer = _checkpointer(checkpointer)
-        if interrupt_on and self.checkpointer is None:
-            raise UserError(
-                "`interrupt_on` pauses runs for approval, which needs a checkpointer to resume from. "
-                "Keep the default `checkpointer=True` or pass a saver (e.g. sqlite_saver(...))."
-            )
-        self.llm = _chat_model(llm)
-        self.prompt = prompt
-        self.output = output
+            link = attach("DeepAgent", sessions, deep=True)
+        self._setup_thread(checkpointer, link, interrupt_on)
+        self._setup_run(name, describe, context_schema, callbacks, modes)
+        self._setup_model(llm, prompt, output, retries)
         self.backend = backend
         self.permissions = list(permissions) if permissions is not None else None
         if backend is not None and self.permissions:
@@ -246,46 +184,26 @@ class DeepAgent(GraphRunner, Generic[OutputT]):
 
             attach_permissions(backend, self.permissions)  # the local shell hides what these rules deny
         self.interrupt_on = dict(interrupt_on) if interrupt_on else None
-        self._interrupt_on = to_interrupt_on(interrupt_on) if interrupt_on else None
-        self._gated = tuple(self._interrupt_on or ())
         self.agents_md = list(agents_md) if agents_md is not None else None
         self.subagents = [_subagent(spec) for spec in subagents] if subagents is not None else None
         self.skills = list(skills) if skills is not None else None
         self.middleware = list(middleware)
-        self.modes = modes
+        self._mode_middleware: list[Any] = []
         if modes is not None:
             from ai_utils.routing._middleware import ModeMiddleware
 
-            self._mode_middleware: list[Any] = [ModeMiddleware(modes)]
-        else:
-            self._mode_middleware = []
-        self.retries = retries
-        self._guards = guards(output, retries)
+            self._mode_middleware.append(ModeMiddleware(modes))
         self.store = store
-        self.name = name
-        self.context_schema = context_schema
-        self.describe = describe
-        self.callbacks = list(callbacks)
-        self._durability: Any = "sync" if self.checkpointer is not None else None
-        self._tools = normalize_tools(tools)
-        self._servers = normalize_mcp_servers(mcp_server)
-        if self._servers:
-            import ai_utils.tools.mcp  # noqa: F401  # fail now, not mid-run, when the `mcp` extra is missing
         self._graph: Graph | None = None
         self._rebuild()
 
+    def _saver(self, checkpointer: Any) -> Any:
+        """``True`` keeps threads in memory, ``False`` keeps none."""
+        if checkpointer is True:
+            return InMemorySaver()
+        return None if checkpointer is False else checkpointer
+
     # --- building ----------------------------------------------------------------------------------------
-
-    @property
-    def system_prompt(self) -> str | None:
-        """Our part of the system prompt: ``prompt`` plus the MCP servers' descriptions."""
-        parts = [p for p in (self.prompt, describe_mcp_servers(self._servers)) if p]
-        return "\n\n".join(parts) or None
-
-    @property
-    def tools(self) -> list[BaseTool]:
-        """The agent's own tools (without the built-in ones and MCP tools)."""
-        return list(self._tools)
 
     @property
     def current_tools(self) -> list[str]:
@@ -307,23 +225,20 @@ class DeepAgent(GraphRunner, Generic[OutputT]):
             UserError: when a tool of that name exists already.
         """
         tools = [*self._tools, *normalize_tools([tool])]
-        if self.sessions is not None:
-            from ai_utils.sessions._attach import attach
-
-            attach("DeepAgent", self.sessions, tools=tools, servers=(), checkpointer=None, deep=True)
+        if self._sessions_link is not None:
+            self._sessions_link.check_tools(tools)
         check_unique(t.name for t in tools)
         self._tools = tools
         self._rebuild()
 
     def _rebuild(self) -> None:
-        # Built now also with MCP servers, so a bad configuration fails here rather than in the first run.
-        graph = self._build(self._tools)
-        # With MCP servers the first run builds the graph with their tools (see GraphRunner._run_graph).
-        self._graph = None if self._servers else self._check_gated(graph)
+        # Built now also with MCP servers, so a bad configuration fails here rather than in the first run;
+        # with them the first run builds the graph with their tools (see GraphRunner._open).
+        graph = self._compile(self._tools, gated=not self._servers)
+        self._graph = None if self._servers else graph
         self._mcp_graph = None
 
     def _build(self, tools: Sequence[BaseTool]) -> Graph:
-        check_unique(t.name for t in tools)
         graph: Graph = create_deep_agent(
             model=self.llm,
             tools=[guard_tool(t) for t in tools],
@@ -332,7 +247,7 @@ class DeepAgent(GraphRunner, Generic[OutputT]):
             middleware=[
                 TodoListMiddleware(),
                 # With sessions the session middleware is the repair step (a ThreadRepair that also steers).
-                *(self._session_middleware or [ThreadRepair()]),
+                *self._repair,
                 *self.middleware,
                 *self._mode_middleware,
                 *self._guards,
@@ -350,51 +265,3 @@ class DeepAgent(GraphRunner, Generic[OutputT]):
             name=self.name,
         )
         return graph
-
-    # --- invoke --------------------------------------------------------------------------------------------
-
-    def invoke(
-        self,
-        input: Any = None,
-        *,
-        thread_id: str | None = None,
-        context: Any = None,
-        decision: Decision | None = None,
-        decisions: Decisions | None = None,
-        callbacks: Sequence[BaseCallbackHandler] = (),
-        config: RunnableConfig | None = None,
-    ) -> OutputT | Interrupt:
-        """Run one turn (or resume a paused one) to the end.
-
-        Args:
-            input: the user's message.
-            thread_id: the conversation (required with a checkpointer, i.e. by default).
-            context: run-time context for tools and middleware; never stored in checkpoints.
-            decision: the answer to a pending approval: ``"approve"``, ``"reject"``,
-                ``{"type": "reject", "message": ...}``, ``{"type": "edit", "args": {...}}``,
-                ``{"type": "respond", "message": ...}``.
-            decisions: one answer per pending item (list in order, or mapping by item id).
-            callbacks: LangChain callback handlers for this run.
-            config: a LangChain ``RunnableConfig`` (tags, metadata, run_name, callbacks, recursion_limit,
-                configurable extras), merged with ours; ``config["configurable"]["thread_id"]`` may name the thread.
-
-        Returns:
-            The answer text, the ``output`` model instance, or an interrupt chunk when a tool waits for approval.
-        """
-        result = self._invoke(input, thread_id, context, decision, decisions, callbacks, config)
-        return cast("OutputT | Interrupt", result)  # the overloads tie OutputT to ``output``
-
-    async def ainvoke(
-        self,
-        input: Any = None,
-        *,
-        thread_id: str | None = None,
-        context: Any = None,
-        decision: Decision | None = None,
-        decisions: Decisions | None = None,
-        callbacks: Sequence[BaseCallbackHandler] = (),
-        config: RunnableConfig | None = None,
-    ) -> OutputT | Interrupt:
-        """Async twin of `invoke`."""
-        result = await self._ainvoke(input, thread_id, context, decision, decisions, callbacks, config)
-        return cast("OutputT | Interrupt", result)

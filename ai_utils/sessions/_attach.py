@@ -1,4 +1,4 @@
-"""How the wrappers take ``sessions=``: tool declarations, the checkpointer, the middleware, recovery."""
+"""How the wrappers take ``sessions=``: tool declarations, the checkpointer, the middleware, opening, recovery."""
 
 from __future__ import annotations
 
@@ -13,80 +13,82 @@ from ai_utils.sessions._session import Session
 from ai_utils.sessions._store import SessionStore
 from ai_utils.tools.durable import declared_idempotent
 
-__all__ = ["DEFAULT_NAME", "attach", "open_session", "recover"]
+__all__ = ["DEFAULT_NAME", "SessionLink", "agent_name", "attach"]
 
 DEFAULT_NAME = "default"
 
 
-def attach(
-    owner: str,
-    sessions: Any,
-    *,
-    tools: Sequence[BaseTool],
-    servers: Sequence[Any],
-    checkpointer: Any,
-    deep: bool = False,
-) -> tuple[Any, SessionMiddleware]:
-    """Check ``sessions=`` and the tools; the checkpointer and middleware the agent's graph needs.
+class SessionLink:
+    """What a wrapper created with ``sessions=`` needs from them (it implements `ai_utils._run.durable.Sessions`).
+
+    The wrapper gets it from `attach` and hands it to the run path, which never imports this package.
+    """
+
+    def __init__(self, owner: str, store: SessionStore, *, deep: bool) -> None:
+        self.owner = owner
+        self.store = store
+        self.deep = deep
+
+    def checkpointer(self, given: Any) -> Any:
+        """The store's checkpointer (``given`` must be left out: the store brings its own)."""
+        if given not in (None, True) and given is not self.store.checkpointer:
+            raise UserError(
+                f"{self.owner}: pass either `sessions=` (it brings its own checkpointer in the same database) or "
+                "`checkpointer=`, not both."
+            )
+        return self.store.checkpointer
+
+    def check_tools(self, tools: Sequence[BaseTool]) -> None:
+        """Raise `UserError` for a tool that does not declare ``idempotent``."""
+        undeclared = [t.name for t in tools if declared_idempotent(t) is None]
+        if undeclared:
+            raise UserError(
+                f"{self.owner} with sessions= needs every tool to declare whether it is safe to run twice; "
+                f"{undeclared!r} do not. Wrap each: durable_tool(tool, idempotent=True) for lookups or writes keyed "
+                "on execution_id, idempotent=False otherwise (or set tool.metadata['idempotent'], or the "
+                "ToolRegistry key 'idempotent')."
+            )
+
+    def middleware(self, tools: Sequence[BaseTool], servers: Sequence[Any]) -> SessionMiddleware:
+        """The session middleware (the agent's repair step) for these tools and MCP servers."""
+        self.check_tools(tools)
+        table: dict[str, bool] = dict(DEEP_BUILTINS) if self.deep else {}
+        for server in servers:
+            # MCP tools default to idempotent=False; MCPServer(idempotent=[...]) names the safe ones.
+            for name in getattr(server, "idempotent", ()):
+                table[f"{server.name}__{name}"] = True
+        return SessionMiddleware(table)
+
+    def open(self, agent: Any, session_id: str | None, context: Any) -> Session:
+        """``agent.session(...)``: register the agent with this worker and open the session."""
+        name = agent_name(agent)
+        self.store.engine.register(agent, name)
+        return Session(agent, self.store, name, session_id, context)
+
+    def recover(self, agent: Any, *, here: bool = False) -> int:
+        """Continue every orphaned session of the agent (open turns, no live lease); how many were continued."""
+        name = agent_name(agent)
+        self.store.engine.register(agent, name)
+        orphans = self.store.orphans(name)
+        for session_id in orphans:
+            self.store.engine.kick(session_id, here=here)
+        return len(orphans)
+
+
+def attach(owner: str, sessions: Any, *, deep: bool = False) -> SessionLink:
+    """Check ``sessions=``; the link the wrapper hands to the run path.
 
     Raises:
-        UserError: not a session store, a checkpointer given as well, or a tool without ``idempotent``.
+        UserError: not a session store.
     """
     if not isinstance(sessions, SessionStore):
         raise UserError(
             f"{owner}(sessions=...) needs a session store from sqlite_sessions(path), postgres_sessions(...) "
             f"or memory_sessions(), got {sessions!r}."
         )
-    if checkpointer not in (None, True) and checkpointer is not sessions.checkpointer:
-        raise UserError(
-            f"{owner}: pass either `sessions=` (it brings its own checkpointer in the same database) or "
-            "`checkpointer=`, not both."
-        )
-    undeclared = [t.name for t in tools if declared_idempotent(t) is None]
-    if undeclared:
-        raise UserError(
-            f"{owner} with sessions= needs every tool to declare whether it is safe to run twice; "
-            f"{undeclared!r} do not. Wrap each: durable_tool(tool, idempotent=True) for lookups or writes keyed "
-            "on execution_id, idempotent=False otherwise (or set tool.metadata['idempotent'], or the "
-            "ToolRegistry key 'idempotent')."
-        )
-    table: dict[str, bool] = dict(DEEP_BUILTINS) if deep else {}
-    for server in servers:
-        # MCP tools default to idempotent=False; MCPServer(idempotent=[...]) names the safe ones.
-        for name in getattr(server, "idempotent", ()):
-            table[f"{server.name}__{name}"] = True
-    return sessions.checkpointer, SessionMiddleware(table)
-
-
-def _store_of(agent: Any) -> SessionStore:
-    store = getattr(agent, "sessions", None)
-    if not isinstance(store, SessionStore):
-        raise UserError(
-            f"{type(agent).__name__}.session() needs durable sessions: create the agent with "
-            "sessions=sqlite_sessions(path) (or memory_sessions())."
-        )
-    return store
+    return SessionLink(owner, sessions, deep=deep)
 
 
 def agent_name(agent: Any) -> str:
     """The name sessions are owned by (``"default"`` for an unnamed agent)."""
     return str(getattr(agent, "name", None) or DEFAULT_NAME)
-
-
-def open_session(agent: Any, session_id: str | None, context: Any) -> Session:
-    """``agent.session(...)``: register the agent with this worker and open the session."""
-    store = _store_of(agent)
-    name = agent_name(agent)
-    store.engine.register(agent, name)
-    return Session(agent, store, name, session_id, context)
-
-
-def recover(agent: Any, *, here: bool = False) -> int:
-    """Continue every orphaned session of this agent (open turns, no live lease); how many were continued."""
-    store = _store_of(agent)
-    name = agent_name(agent)
-    store.engine.register(agent, name)
-    orphans = store.orphans(name)
-    for session_id in orphans:
-        store.engine.kick(session_id, here=here)
-    return len(orphans)

@@ -256,6 +256,27 @@ def test_bad_calls_raise_clear_user_errors(kwargs: dict[str, Any], call: dict[st
         list(agent.stream(**call))
 
 
+def test_a_misspelt_run_option_is_a_user_error_naming_the_closest_and_the_agent_still_runs() -> None:
+    agent = Agent(llm=FakeChatModel(["ok"]), checkpointer=InMemorySaver())
+    with pytest.raises(
+        UserError, match=r"Agent.invoke got unknown argument\(s\) thred_id= \(did you mean thread_id=\?\)"
+    ):
+        agent.invoke("hi", thred_id="t")  # type: ignore[call-arg]
+    with pytest.raises(UserError, match=r"show_tool_call= \(did you mean show_tool_calls=\?\)"):
+        agent.stream("hi", thread_id="t", show_tool_call=True)  # type: ignore[call-arg]
+    with pytest.raises(UserError, match=r"show_tool_calls="):
+        agent.invoke("hi", thread_id="t", show_tool_calls=True)  # type: ignore[call-arg]  # a stream option
+    assert agent.invoke("hi", thread_id="t") == "ok"
+
+
+def test_session_without_a_session_store_says_how_to_get_one() -> None:
+    agent = Agent(llm=FakeChatModel(["ok"]))
+    with pytest.raises(UserError, match=r"sessions=sqlite_sessions\(path\)"):
+        agent.session()
+    with pytest.raises(UserError, match="durable sessions"):
+        agent.recover()
+
+
 def test_bad_construction_raises_clear_user_errors(tools: list[Any]) -> None:
     llm = FakeChatModel(["x"])
     with pytest.raises(UserError, match="Duplicate tool names"):

@@ -43,7 +43,7 @@ def test_mypy_types_answers_by_output_and_actions(mypy_output: str) -> None:
 def test_mypy_rejects_wrong_answer_types_and_bad_options(mypy_output: str) -> None:
     errors = errors_in(mypy_output, BAD)
 
-    assert sorted(errors) == [19, 20, 21, 22, 23, 24, 25], mypy_output
+    assert sorted(errors) == list(range(19, 30)), mypy_output
     assert errors[19] == [
         'Expression is of type "Weather | InterruptEvent | InterruptBatch", not "str | InterruptEvent | InterruptBatch"'
         "  [assert-type]"
@@ -59,3 +59,13 @@ def test_mypy_rejects_wrong_answer_types_and_bad_options(mypy_output: str) -> No
     ]
     assert errors[24] == ['List item 0 has incompatible type "str"; expected "FilesystemPermission"  [list-item]']
     assert errors[25][0].startswith('List item 0 has incompatible type "dict[str, str]"; expected "SubAgent |')
+    # The overloads take the shared options as `**options: Unpack[...]`: names and types are still checked.
+    assert errors[26][0] == 'Unexpected keyword argument "temprature" for overloaded function "Agent"  [call-overload]'
+    assert errors[27] == [
+        'Unexpected keyword argument "thred_id" for "invoke" of "Agent"; did you mean "thread_id"?  [call-arg]'
+    ]
+    assert errors[28][0].startswith('Argument "show_tool_calls" to "stream" of ')
+    assert errors[28][0].endswith('has incompatible type "str"; expected "bool"  [arg-type]')
+    assert errors[29][0].startswith(
+        'No overload variant of "Agent" matches argument types "FakeChatModel", "type[Weather]", "str"'
+    )

@@ -9,7 +9,7 @@ from langgraph.store.memory import InMemoryStore
 from pydantic import BaseModel
 
 from ai_utils import ActionRegistry, Agent, DeepAgent, create_state_backend, define_action, workspace_permissions
-from ai_utils.client import InterruptBatch, InterruptEvent, is_interrupt
+from ai_utils.client import InterruptBatch, InterruptEvent, StreamChunk, is_interrupt
 from ai_utils.gateway.actions import DirectiveResult
 from ai_utils.testing import FakeChatModel
 
@@ -51,6 +51,25 @@ deep = DeepAgent(
     checkpointer=False,
 )
 assert_type(deep, DeepAgent[Weather])
+
+# Every option keeps its name and type through the overloads (`**options: Unpack[AgentOptions]`), run options too.
+full = Agent(
+    llm=model,
+    prompt="Be brief.",
+    tools=[],
+    checkpointer=MemorySaver(),
+    interrupt_on={"send_mail": True},
+    max_iterations=3,
+    durability="async",
+    retries=1,
+    name="helper",
+    middleware=[],
+    output=Weather,
+)
+assert_type(full, Agent[Weather])
+assert_type(full.invoke("hi", thread_id="t", context=None, config={"tags": ["x"]}, actor=None), Weather | Interrupt)
+assert_type(list(full.stream("hi", thread_id="t", show_tool_calls=True, callbacks=[])), list[StreamChunk])
+assert_type(DeepAgent(llm=model, store=InMemoryStore(), retries=0, agents_md=["/AGENTS.md"]), DeepAgent[str])
 
 
 async def async_twins() -> None:

@@ -23,3 +23,7 @@ Agent(llm=model, output=Weather, actions=ActionRegistry([]))  # directives read 
 assert_type(DeepAgent(llm=model, output=Weather).invoke("hi", thread_id="t"), Weather)  # maybe an interrupt
 DeepAgent(llm=model, permissions=["/workspace/"])  # permissions are FilesystemPermission rules
 DeepAgent(llm=model, subagents=[{"name": "researcher"}])  # a subagent needs its description and prompt
+Agent(llm=model, temprature=0.2)  # a misspelt option: the collapsed overloads keep every option's name
+Agent(llm=model).invoke("hi", thred_id="t")  # so do the run options
+DeepAgent(llm=model).stream("hi", show_tool_calls="yes")  # and their types
+Agent(llm=model, output=Weather, max_iterations="3")  # an Agent-only option, typed in AgentOptions
