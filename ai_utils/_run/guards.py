@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from typing import Any, TypeVar
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.structured_output import StructuredOutputError
@@ -29,6 +29,8 @@ from langgraph.types import Command
 from pydantic import BaseModel
 
 from ai_utils._structured import InvalidReply, _Attempts, check_retries, parse_json_reply
+
+_R = TypeVar("_R")
 
 __all__ = ["StructuredOutputGuard", "ToolAbortedError", "ToolExitGuard", "guard_tool", "guards"]
 
@@ -121,10 +123,15 @@ class StructuredOutputGuard(AgentMiddleware[AgentState[Any], Any, Any]):
             except InvalidReply as invalid:
                 step.attempts.failed(invalid)
 
-    async def awrap_model_call(
+    def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> Coroutine[Any, Any, ModelResponse]:
+        """Async twin of `wrap_model_call` (a plain method: see `ai_utils._run.hooks`)."""
+        return self._aretry(request, handler)
+
+    async def _aretry(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse:
-        """Async twin of `wrap_model_call`."""
         step = _Step(self.schema, self.retries, request)
         while True:
             try:
@@ -170,14 +177,18 @@ class ToolExitGuard(AgentMiddleware[AgentState[Any], Any, Any]):
         with _exit_is_an_error(request):
             return handler(request)
 
-    async def awrap_tool_call(
+    def awrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
-        """Async twin of `wrap_tool_call`."""
-        with _exit_is_an_error(request):
-            return await handler(request)
+    ) -> Coroutine[Any, Any, ToolMessage | Command[Any]]:
+        """Async twin of `wrap_tool_call` (a plain method: see `ai_utils._run.hooks`)."""
+        return _aguarded(request, handler(request))
+
+
+async def _aguarded(request: ToolCallRequest, pending: Awaitable[_R]) -> _R:
+    with _exit_is_an_error(request):
+        return await pending
 
 
 def guards(output: type[BaseModel] | None, retries: int) -> list[AgentMiddleware[Any, Any, Any]]:

@@ -10,7 +10,7 @@ so the model answers instead of asking for more tools. Every hook may be sync or
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse, hook_config
@@ -143,10 +143,15 @@ class ToolLoopHooks(AgentMiddleware[AgentState[Any], Any, Any]):
                 _sync(self.on_provider_error(error, iteration_of(request.messages) + 1), "on_provider_error")
             raise
 
-    async def awrap_model_call(
+    def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> Coroutine[Any, Any, ModelResponse]:
+        """Async twin of `wrap_model_call` (a plain method: see `ai_utils._run.hooks`)."""
+        return self._amodel_call(request, handler)
+
+    async def _amodel_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse:
-        """Async twin of `wrap_model_call`."""
         try:
             return await handler(self._last_call(request))
         except Exception as error:
@@ -173,12 +178,19 @@ class ToolLoopHooks(AgentMiddleware[AgentState[Any], Any, Any]):
             _sync(self.after_tool_call(call["name"], _result_value(result)), "after_tool_call")
         return result
 
-    async def awrap_tool_call(
+    def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> Coroutine[Any, Any, ToolMessage | Command[Any]]:
+        """Async twin of `wrap_tool_call` (a plain method: see `ai_utils._run.hooks`)."""
+        return self._atool_call(request, handler)
+
+    async def _atool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        """Async twin of `wrap_tool_call`."""
         call = request.tool_call
         if self.before_tool_call is not None:
             args = _blocked_or_args(call, await _async(self.before_tool_call(call["name"], dict(call["args"]))))

@@ -8,7 +8,7 @@ Approval pauses the run with ``interrupt()`` (answered with ``decision="approve"
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
@@ -19,6 +19,7 @@ from langgraph.errors import GraphInterrupt
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
 
+from ai_utils._run.hooks import awaited, ready
 from ai_utils.loops._events import Events
 from ai_utils.loops._rules import Effect, Permission
 from ai_utils.loops._steps import RequireTool
@@ -169,14 +170,14 @@ class LoopToolGate(AgentMiddleware[AgentState[Any], Any, Any]):
         refused = self._gate(request)
         return handler(request) if refused is None else refused
 
-    async def awrap_tool_call(
+    def awrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
-        """Async twin of `wrap_tool_call`."""
+    ) -> Coroutine[Any, Any, ToolMessage | Command[Any]]:
+        """Async twin of `wrap_tool_call` (a plain method: see `ai_utils._run.hooks`)."""
         refused = self._gate(request)
-        return await handler(request) if refused is None else refused
+        return awaited(handler(request)) if refused is None else ready(refused)
 
 
 class LoopToolChoice(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -204,8 +205,8 @@ class LoopToolChoice(AgentMiddleware[AgentState[Any], Any, Any]):
         """Send the step's ``tool_choice`` (a required tool: until it has been called)."""
         return handler(self._choice(request))
 
-    async def awrap_model_call(
+    def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
-    ) -> ModelResponse:
-        """Async twin of `wrap_model_call`."""
-        return await handler(self._choice(request))
+    ) -> Coroutine[Any, Any, ModelResponse]:
+        """Async twin of `wrap_model_call` (a plain method: see `ai_utils._run.hooks`)."""
+        return awaited(handler(self._choice(request)))

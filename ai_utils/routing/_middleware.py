@@ -146,13 +146,10 @@ class ModeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         narrowed, view = self._narrow(request)
         return _refused(handler(narrowed), view)
 
-    # A plain method that hands back a coroutine: LangChain wraps every wrap_* hook in langsmith's `traceable`,
-    # whose wrapper for an `async def` hops to a thread twice per call even with tracing off (about +25% on a
-    # zero-latency turn, bench_routing.py); the sync wrapper does not hop.
     def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> Coroutine[Any, Any, ModelResponse | ExtendedModelResponse[Any]]:
-        """Async twin of `wrap_model_call`."""
+        """Async twin of `wrap_model_call` (a plain method: see `ai_utils._run.hooks`)."""
         narrowed, view = self._narrow(request)
         return _arefused(handler(narrowed), view)
 

@@ -15,7 +15,7 @@ agent still works. Inside one:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from ai_utils._run.hooks import awaited, ready
 from ai_utils._run.repair import ThreadRepair, repair_messages
 from ai_utils.streaming._adapter import STEER_KEY
 from ai_utils.tools.durable import EXECUTION_ID, declared_idempotent
@@ -150,11 +151,11 @@ class SessionMiddleware(ThreadRepair):
         """Tell the first model call after a crash that the turn was interrupted."""
         return handler(self._noted(request))
 
-    async def awrap_model_call(
+    def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
-    ) -> ModelResponse:
-        """Async twin of `wrap_model_call`."""
-        return await handler(self._noted(request))
+    ) -> Coroutine[Any, Any, ModelResponse]:
+        """Async twin of `wrap_model_call` (a plain method: see `ai_utils._run.hooks`)."""
+        return awaited(handler(self._noted(request)))
 
     # --- tool calls --------------------------------------------------------------------------------------
 
@@ -187,11 +188,11 @@ class SessionMiddleware(ThreadRepair):
         prepared = self._prepare(request)
         return prepared if isinstance(prepared, ToolMessage) else handler(prepared)
 
-    async def awrap_tool_call(
+    def awrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
-        """Async twin of `wrap_tool_call`."""
+    ) -> Coroutine[Any, Any, ToolMessage | Command[Any]]:
+        """Async twin of `wrap_tool_call` (a plain method: see `ai_utils._run.hooks`)."""
         prepared = self._prepare(request)
-        return prepared if isinstance(prepared, ToolMessage) else await handler(prepared)
+        return ready(prepared) if isinstance(prepared, ToolMessage) else awaited(handler(prepared))
