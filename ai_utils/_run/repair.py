@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
@@ -46,7 +46,15 @@ from langgraph.types import Command
 from ai_utils._run.hooks import awaited
 from ai_utils.streaming._adapter import REPAIR_KEY
 
-__all__ = ["REPAIR_KEY", "REPAIR_NAME", "ModelCallRepair", "ThreadRepair", "repair_messages", "unanswered_calls"]
+__all__ = [
+    "REPAIR_KEY",
+    "REPAIR_NAME",
+    "CallStep",
+    "ModelCallRepair",
+    "ThreadRepair",
+    "repair_messages",
+    "unanswered_calls",
+]
 
 logger = logging.getLogger("ai_utils.agents")
 
@@ -155,31 +163,81 @@ class ThreadRepair(AgentMiddleware[AgentState[Any], Any, Any]):
         return self.before_model(state, runtime)
 
 
+class CallStep(Protocol):
+    """Per-model-call work that rides on `ModelCallRepair`'s hook instead of a hook of its own (the mode router).
+
+    Each ``create_agent`` hook costs about 40 µs per call in LangChain alone, so the steps `Agent` always needs
+    on a model call share one.
+    """
+
+    def before(self, request: ModelRequest) -> tuple[ModelRequest, Any]:
+        """The request the model gets, and what `after` needs to know."""
+        ...
+
+    def after(self, response: ModelResponse, token: Any) -> list[BaseMessage]:
+        """Messages to store right after the model's answer (e.g. refusals of calls it may not make)."""
+        ...
+
+
 class ModelCallRepair(AgentMiddleware[AgentState[Any], Any, Any]):
-    """The repair step as a model-call hook (`Agent`): repair what the model sees, store it with its answer."""
+    """The repair step as a model-call hook (`Agent`): repair what the model sees, store it with its answer.
+
+    Args:
+        step: a `CallStep` to run in the same hook, inside the repair (the mode router).
+    """
+
+    def __init__(self, step: CallStep | None = None) -> None:
+        super().__init__()
+        self.step = step
 
     @property
     def name(self) -> str:
         """Middleware name (unique in the stack)."""
         return "ai_utils.ThreadRepair"
 
+    def _prepare(self, request: ModelRequest) -> tuple[ModelRequest, list[AnyMessage] | None, Any]:
+        history = _repaired(request.messages)
+        if history is not None:
+            request = request.override(messages=history)
+        token = None
+        if self.step is not None:
+            request, token = self.step.before(request)
+        return request, history, token
+
+    def _stored(
+        self, response: ModelResponse, history: list[AnyMessage] | None, token: Any
+    ) -> ModelResponse | ExtendedModelResponse[Any]:
+        after = self.step.after(response, token) if self.step is not None else []
+        if history is None:
+            if not after:
+                return response
+            messages: list[BaseMessage] = after
+        else:
+            # One rewrite of the thread: the repaired history, the model's answer (already appended by the model
+            # node's own update, which the rewrite replaces), then what the step stores after it.
+            messages = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *history, *response.result, *after]
+        return ExtendedModelResponse(model_response=response, command=Command(update={"messages": messages}))
+
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse | ExtendedModelResponse[Any]:
         """Call the model on the repaired history; the rewrite is stored in the model's step."""
-        history = _repaired(request.messages)
-        if history is None:
-            return handler(request)
-        return _stored(handler(request.override(messages=history)), history)
+        prepared, history, token = self._prepare(request)
+        return self._stored(handler(prepared), history, token)
 
     def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> Coroutine[Any, Any, ModelResponse | ExtendedModelResponse[Any]]:
         """Async twin of `wrap_model_call` (a plain method: see `ai_utils._run.hooks`)."""
-        history = _repaired(request.messages)
-        if history is None:
-            return awaited(handler(request))
-        return _astored(handler(request.override(messages=history)), history)
+        prepared, history, token = self._prepare(request)
+        if history is None and self.step is None:
+            return awaited(handler(prepared))
+        return self._astored(handler(prepared), history, token)
+
+    async def _astored(
+        self, pending: Awaitable[ModelResponse], history: list[AnyMessage] | None, token: Any
+    ) -> ModelResponse | ExtendedModelResponse[Any]:
+        return self._stored(await pending, history, token)
 
 
 def _repaired(messages: Sequence[AnyMessage]) -> list[AnyMessage] | None:
@@ -190,14 +248,3 @@ def _repaired(messages: Sequence[AnyMessage]) -> list[AnyMessage] | None:
     if isinstance(update[0], RemoveMessage):
         return list(update[1:])  # type: ignore[arg-type]
     return [*messages, *update]  # type: ignore[list-item]
-
-
-def _stored(response: ModelResponse, history: list[AnyMessage]) -> ExtendedModelResponse[Any]:
-    # One rewrite of the thread: the repaired history, then the model's answer (already appended by the model
-    # node's own update, which the rewrite replaces).
-    rewrite = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *history, *response.result]
-    return ExtendedModelResponse(model_response=response, command=Command(update={"messages": rewrite}))
-
-
-async def _astored(pending: Awaitable[ModelResponse], history: list[AnyMessage]) -> ExtendedModelResponse[Any]:
-    return _stored(await pending, history)

@@ -177,12 +177,17 @@ class Agent(Wrapper[OutputT]):
         # With sessions the repair step is the session middleware (a ThreadRepair that also lets steers join the
         # turn), first in the stack. Otherwise it is attached to the model call, innermost but for the run
         # guards: no graph node of its own, and outer hooks' commands land after its rewrite (_run/repair.py).
-        sessions_step, call_repair = (self._repair, []) if self.sessions is not None else ([], [ModelCallRepair()])
-        stack = [*sessions_step, *middleware]
+        # The mode router rides on that hook too (one hook per model call costs LangChain ~40 µs; with sessions
+        # it is a middleware of its own).
+        mode_step = None
         if modes is not None:
             from ai_utils.routing._middleware import ModeMiddleware
 
-            stack.append(ModeMiddleware(modes))
+            mode_step = ModeMiddleware(modes)
+        with_sessions = self.sessions is not None
+        stack = [*(self._repair if with_sessions else ()), *middleware]
+        if mode_step is not None and with_sessions:
+            stack.append(mode_step)
         hook_fns = (before_tool_call, after_tool_call, should_break_early, on_provider_error)
         if max_iterations is not None or any(fn is not None for fn in hook_fns):
             stack.append(
@@ -196,7 +201,9 @@ class Agent(Wrapper[OutputT]):
             )
         if interrupt_on:
             stack.append(hitl_middleware(interrupt_on))
-        stack.extend([*call_repair, *self._guards])
+        if not with_sessions:
+            stack.append(ModelCallRepair(mode_step))
+        stack.extend(self._guards)
         self._middleware = stack
         # Without MCP the graph is compiled once; with MCP servers the first run builds it with their tools.
         self._graph: Graph | None = None if self._servers else self._compile(self._tools)

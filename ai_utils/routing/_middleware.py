@@ -6,9 +6,12 @@ mode's tools, the mode instruction appended to the system prompt, and no tools a
 limit) is answered in the same step with an error result, so the tool node never runs it and the model gets
 told, not obeyed. The graph is built once; nothing here rebuilds it.
 
-Everything happens in the one model-call hook, with no tool-call hook: `create_agent` wraps each middleware
-hook in langsmith's ``traceable``, about 40 µs per hook call with tracing off (``bench_routing.py``), which on
-a zero-latency turn is more than the routing itself. The refusals reuse `create_agent`'s own path for
+Everything happens on one model-call hook, with no tool-call hook: `create_agent` wraps each middleware hook
+in langsmith's ``traceable`` and composes the handlers, about 40 µs per hook call with tracing off
+(``bench_routing.py``), more than the routing itself on a zero-latency turn. So in `Agent` (without durable
+sessions) the router is not a hook of its own: it is a `CallStep` (`before` / `after`) on the hook the repair
+step already has (`ai_utils._run.repair.ModelCallRepair`). In `DeepAgent`, and with sessions, it is this
+middleware's own ``wrap_model_call``. The refusals reuse `create_agent`'s own path for
 injected tool results (an AI message whose calls are all answered goes back to the model, as a HITL reject
 does). Routing is stateless (the same message always gives the same mode), so a
 resumed run, a crash-continued turn and a replayed checkpoint all see the mode the turn started with.
@@ -21,7 +24,7 @@ from typing import Any, NamedTuple
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.types import Command
 
 from ai_utils.exceptions import UserError
@@ -139,6 +142,18 @@ class ModeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             overrides["tool_choice"] = None
         return request.override(**overrides), view
 
+    # --- as a `CallStep` on Agent's one model-call hook (`ai_utils._run.repair.ModelCallRepair`) ---------
+
+    def before(self, request: ModelRequest) -> tuple[ModelRequest, _Narrowed]:
+        """The narrowed request (mode tools, mode instruction) and the view `after` checks calls against."""
+        return self._narrow(request)
+
+    def after(self, response: ModelResponse, token: _Narrowed) -> list[BaseMessage]:
+        """An error result for each call outside the mode, to store right after the answer."""
+        return list(_refusals(response, token))
+
+    # --- as its own middleware (DeepAgent, and Agent with durable sessions) ------------------------------
+
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse | ExtendedModelResponse[Any]:
@@ -165,21 +180,26 @@ def _refusal(call: Any, view: _Narrowed) -> ToolMessage:
     return ToolMessage(text, tool_call_id=call["id"], name=name, status="error")
 
 
-def _refused(response: ModelResponse, view: _Narrowed) -> ModelResponse | ExtendedModelResponse[Any]:
-    """The response, plus an error result for each call outside the mode.
+def _refusals(response: ModelResponse, view: _Narrowed) -> list[ToolMessage]:
+    """An error result for each call in the answer outside the mode.
 
     A structured-output call is answered by `create_agent` inside the response itself and is left alone; a name
     the mode allows but no tool has goes on to the tool node, which says so.
     """
     messages = response.result
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-    refusals = [
+    return [
         _refusal(call, view)
         for message in messages
         if isinstance(message, AIMessage)
         for call in message.tool_calls
         if call["name"] not in view.allowed and call["id"] not in answered
     ]
+
+
+def _refused(response: ModelResponse, view: _Narrowed) -> ModelResponse | ExtendedModelResponse[Any]:
+    """The response, plus the refusals (if any) stored right after it."""
+    refusals = _refusals(response, view)
     if not refusals:
         return response
     return ExtendedModelResponse(model_response=response, command=Command(update={"messages": refusals}))
