@@ -1,4 +1,4 @@
-"""Constructor and call arguments shared by the graph wrappers (`Agent`, `DeepAgent`): checked once, here.
+"""Constructor and call arguments shared by the wrappers (`Agent`, `DeepAgent`, `JevToolCaller`): checked once, here.
 
 Each check turns a natural mistake (a typo'd keyword, ``llm=get_llm`` instead of ``get_llm()``, ``tools=None``)
 into a `UserError` naming the value and the fix, before anything is built.
@@ -10,7 +10,7 @@ import difflib
 import inspect
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
@@ -18,10 +18,15 @@ from langchain_core.runnables.config import merge_configs
 
 from ai_utils.exceptions import UserError
 
+if TYPE_CHECKING:
+    from ai_utils.tools._mcp_config import MCPServer
+
 __all__ = [
+    "check_approval_saver",
     "check_prompt",
     "config_thread_id",
     "keyword_names",
+    "mcp_servers",
     "merge_run_config",
     "reject_unknown",
     "resolve_llm",
@@ -127,3 +132,19 @@ def warn_unstored_thread(owner: Any, thread_id: str | None) -> None:
         UserWarning,
         stacklevel=4,
     )
+
+
+def mcp_servers(mcp_server: Any) -> tuple[MCPServer, ...]:
+    """``mcp_server`` as `MCPServer`s (checked); with any, the ``mcp`` extra is imported now, not mid-run."""
+    from ai_utils.tools._mcp_config import normalize_mcp_servers
+
+    servers = normalize_mcp_servers(mcp_server)
+    if servers:
+        import ai_utils.tools.mcp  # noqa: F401  # fail at construction when the `mcp` extra is missing
+    return servers
+
+
+def check_approval_saver(interrupt_on: Any, checkpointer: Any, hint: str, *, pauses: str = "runs for approval") -> None:
+    """`UserError` when ``interrupt_on`` is set without a checkpointer: a paused run could never resume."""
+    if interrupt_on and checkpointer is None:
+        raise UserError(f"`interrupt_on` pauses {pauses}, which needs a checkpointer to resume from. {hint}")

@@ -39,10 +39,8 @@ __all__ = [
     "check_thread",
     "chunk_adapter",
     "final_result",
-    "aresume_input",
     "graph_input",
     "resume_command",
-    "resume_input",
     "run_config",
     "start_input",
 ]
@@ -250,30 +248,6 @@ def graph_input(call: RunCall, config: RunnableConfig, state: StateSnapshot | No
     if state is None:
         raise TypeError("graph_input: a call without input needs the thread's state")
     return resume_command(state, config, call.decision, call.decisions)
-
-
-def resume_input(
-    graph: Graph,
-    config: RunnableConfig,
-    decision: Decision | None,
-    decisions: Decisions | None,
-    *,
-    idle: str | None = None,
-) -> Command[Any] | None:
-    """`resume_command` for the state ``graph`` holds for ``config``'s thread (as `JevToolCaller` reads it)."""
-    return resume_command(graph.get_state(config), config, decision, decisions, idle)
-
-
-async def aresume_input(
-    graph: Graph,
-    config: RunnableConfig,
-    decision: Decision | None,
-    decisions: Decisions | None,
-    *,
-    idle: str | None = None,
-) -> Command[Any] | None:
-    """Async twin of `resume_input`."""
-    return resume_command(await graph.aget_state(config), config, decision, decisions, idle)
 
 
 def final_result(output: GraphOutput[Any], *, structured: bool) -> RunResult:

@@ -8,12 +8,23 @@ drops the paused one). OpenAI-style providers refuse such a history (HTTP 400), 
 - ``"Not run: superseded by a new message ..."`` when a user message follows the call;
 - ``"Not run: interrupted ..."`` otherwise (the call may have partly run).
 
-Every wrapper uses this one step: `Agent` puts it first in its middleware stack; `DeepAgent` puts it in the
-slot of deepagents' own `PatchToolCallsMiddleware` (deepagents merges middleware by name, so ours replaces
-theirs in the main agent, the general-purpose subagent and declared subagents). With durable sessions the
-step is `ai_utils.sessions._middleware.SessionMiddleware`, a subclass that also lets steers join the turn.
-We do not reuse deepagents' class: it runs only once per run (``before_agent``), cannot tell a superseded call from an
-interrupted one, and deepagents is an optional extra that `Agent` must not need.
+Every wrapper uses this one step, attached where it costs least:
+
+- `Agent` attaches it to the model call itself (`ModelCallRepair`, a ``wrap_model_call`` hook, innermost but
+  for the run guards): the model gets the repaired history, and the repair is stored in the same step as
+  the model's answer. A ``before_model`` hook is a graph node of its own, about 185 µs per model call on a
+  zero-latency turn (+20%, ``benchmarks/bench_agent.py``); a model-call hook costs LangChain about 40 µs.
+  It sits innermost so that a command an outer hook returns with the answer (the mode router's refusals)
+  lands after the rewritten history, not under it.
+- `DeepAgent` puts `ThreadRepair` (``before_model``) in the slot of deepagents' own
+  `PatchToolCallsMiddleware` (deepagents merges middleware by name, so ours replaces theirs in the main
+  agent, the general-purpose subagent and declared subagents), since deepagents' own model-call hooks may
+  return commands of their own.
+- With durable sessions the step is `ai_utils.sessions._middleware.SessionMiddleware`, a `ThreadRepair`
+  subclass whose ``before_model`` also lets steers join the turn.
+
+We do not reuse deepagents' class: it runs only once per run (``before_agent``), cannot tell a superseded
+call from an interrupted one, and deepagents is an optional extra that `Agent` must not need.
 
 Repaired results carry ``response_metadata[REPAIR_KEY]`` (``"superseded"`` / ``"interrupted"``) so the
 chunk adapter reports them (a tool ``end`` chunk with ``status: "error"``), and each repair is logged.
@@ -22,17 +33,20 @@ chunk adapter reports them (a tool ``end`` chunk with ``status: "error"``), and 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Literal
 
-from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
+from ai_utils._run.hooks import awaited
 from ai_utils.streaming._adapter import REPAIR_KEY
 
-__all__ = ["REPAIR_KEY", "REPAIR_NAME", "ThreadRepair", "repair_messages", "unanswered_calls"]
+__all__ = ["REPAIR_KEY", "REPAIR_NAME", "ModelCallRepair", "ThreadRepair", "repair_messages", "unanswered_calls"]
 
 logger = logging.getLogger("ai_utils.agents")
 
@@ -139,3 +153,51 @@ class ThreadRepair(AgentMiddleware[AgentState[Any], Any, Any]):
     async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Async twin of `before_model`."""
         return self.before_model(state, runtime)
+
+
+class ModelCallRepair(AgentMiddleware[AgentState[Any], Any, Any]):
+    """The repair step as a model-call hook (`Agent`): repair what the model sees, store it with its answer."""
+
+    @property
+    def name(self) -> str:
+        """Middleware name (unique in the stack)."""
+        return "ai_utils.ThreadRepair"
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse | ExtendedModelResponse[Any]:
+        """Call the model on the repaired history; the rewrite is stored in the model's step."""
+        history = _repaired(request.messages)
+        if history is None:
+            return handler(request)
+        return _stored(handler(request.override(messages=history)), history)
+
+    def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> Coroutine[Any, Any, ModelResponse | ExtendedModelResponse[Any]]:
+        """Async twin of `wrap_model_call` (a plain method: see `ai_utils._run.hooks`)."""
+        history = _repaired(request.messages)
+        if history is None:
+            return awaited(handler(request))
+        return _astored(handler(request.override(messages=history)), history)
+
+
+def _repaired(messages: Sequence[AnyMessage]) -> list[AnyMessage] | None:
+    """The whole history with every unanswered call answered, or ``None`` when it is sound."""
+    update = repair_messages(messages)
+    if update is None:
+        return None
+    if isinstance(update[0], RemoveMessage):
+        return list(update[1:])  # type: ignore[arg-type]
+    return [*messages, *update]  # type: ignore[list-item]
+
+
+def _stored(response: ModelResponse, history: list[AnyMessage]) -> ExtendedModelResponse[Any]:
+    # One rewrite of the thread: the repaired history, then the model's answer (already appended by the model
+    # node's own update, which the rewrite replaces).
+    rewrite = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *history, *response.result]
+    return ExtendedModelResponse(model_response=response, command=Command(update={"messages": rewrite}))
+
+
+async def _astored(pending: Awaitable[ModelResponse], history: list[AnyMessage]) -> ExtendedModelResponse[Any]:
+    return _stored(await pending, history)

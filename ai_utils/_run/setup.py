@@ -29,14 +29,14 @@ from langgraph.types import Durability
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
-from ai_utils._run.args import check_prompt, resolve_llm, tool_list
+from ai_utils._run.args import check_approval_saver, check_prompt, mcp_servers, resolve_llm, tool_list
 from ai_utils._run.durable import Sessions
 from ai_utils._run.guards import guards
 from ai_utils._run.hitl import to_interrupt_on
 from ai_utils._run.repair import ThreadRepair
 from ai_utils._run.runner import GraphRunner, OutputT
 from ai_utils.exceptions import UserError
-from ai_utils.tools._mcp_config import MCPServer, describe_mcp_servers, normalize_mcp_servers
+from ai_utils.tools._mcp_config import MCPServer, describe_mcp_servers
 from ai_utils.tools._normalize import normalize_tools
 
 if TYPE_CHECKING:
@@ -75,9 +75,7 @@ class Wrapper(GraphRunner[OutputT]):
     def _setup_tools(self, tools: Any, mcp_server: Any) -> None:
         """``tools`` as `BaseTool`s (`UserError` for ``None`` or a function without a docstring), MCP servers."""
         self._tools = normalize_tools(tool_list(tools, owner=self._owner))
-        self._servers = normalize_mcp_servers(mcp_server)
-        if self._servers:
-            import ai_utils.tools.mcp  # noqa: F401  # fail now, not mid-run, when the `mcp` extra is missing
+        self._servers = mcp_servers(mcp_server)
 
     def _setup_thread(
         self, checkpointer: Any, sessions: Sessions | None, interrupt_on: Any, durability: Durability = "sync"
@@ -92,11 +90,7 @@ class Wrapper(GraphRunner[OutputT]):
         else:
             self._repair = [ThreadRepair()]
         self.checkpointer = self._saver(checkpointer)
-        if interrupt_on and self.checkpointer is None:
-            raise UserError(
-                "`interrupt_on` pauses runs for approval, which needs a checkpointer to resume from. "
-                + self._saver_hint
-            )
+        check_approval_saver(interrupt_on, self.checkpointer, self._saver_hint)
         self._interrupt_on: dict[str, bool | InterruptOnConfig] | None = (
             to_interrupt_on(interrupt_on) if interrupt_on else None
         )

@@ -15,6 +15,7 @@ from typing_extensions import TypeVar, Unpack
 from ai_utils._run.args import keyword_names, reject_unknown
 from ai_utils._run.calls import Interrupt, ModelT, RunCall, RunOptions, RunResult
 from ai_utils._run.hitl import hitl_middleware
+from ai_utils._run.repair import ModelCallRepair
 from ai_utils._run.runner import Graph
 from ai_utils._run.setup import Wrapper, WrapperOptions
 from ai_utils._run.state import AgentState
@@ -173,9 +174,11 @@ class Agent(Wrapper[OutputT]):
         self._setup_model(llm, prompt, output, retries)
         self.durability = durability
         self.actions = actions
-        # The repair step goes first: no other hook (nor the model) sees an unanswered tool call. With sessions
-        # it is the session middleware (a ThreadRepair that also lets steers join the turn).
-        stack = [*self._repair, *middleware]
+        # With sessions the repair step is the session middleware (a ThreadRepair that also lets steers join the
+        # turn), first in the stack. Otherwise it is attached to the model call, innermost but for the run
+        # guards: no graph node of its own, and outer hooks' commands land after its rewrite (_run/repair.py).
+        sessions_step, call_repair = (self._repair, []) if self.sessions is not None else ([], [ModelCallRepair()])
+        stack = [*sessions_step, *middleware]
         if modes is not None:
             from ai_utils.routing._middleware import ModeMiddleware
 
@@ -193,7 +196,7 @@ class Agent(Wrapper[OutputT]):
             )
         if interrupt_on:
             stack.append(hitl_middleware(interrupt_on))
-        stack.extend(self._guards)
+        stack.extend([*call_repair, *self._guards])
         self._middleware = stack
         # Without MCP the graph is compiled once; with MCP servers the first run builds it with their tools.
         self._graph: Graph | None = None if self._servers else self._compile(self._tools)

@@ -295,3 +295,45 @@ def test_any_object_with_resolve_is_a_mode_router() -> None:
 def test_a_modes_value_without_resolve_is_a_user_error() -> None:
     with pytest.raises(UserError, match="mode router"):
         Agent(llm=FakeChatModel(["x"]), modes={"general": ["a"]})  # type: ignore[arg-type]
+
+
+def _in_order(messages: list[BaseMessage]) -> bool:
+    """Every tool call is answered, and its answers come right after its AI message (what providers require)."""
+    from langchain_core.messages import AIMessage
+
+    for i, message in enumerate(messages):
+        if isinstance(message, AIMessage) and message.tool_calls:
+            answers = messages[i + 1 : i + 1 + len(message.tool_calls)]
+            if sorted(m.tool_call_id for m in answers if isinstance(m, ToolMessage)) != sorted(
+                c["id"] for c in message.tool_calls
+            ):
+                return False
+    return True
+
+
+def test_a_superseded_approval_and_a_refusal_in_one_model_call_both_land_in_order(router: KeywordModeRouter) -> None:
+    RAN.clear()
+    llm = FakeChatModel(
+        [
+            {"tool_calls": [{"name": "log_concern", "args": {"concern": "rash"}, "id": "a1"}]},
+            # The next turn's first model call sees the repaired thread and calls a tool outside the mode.
+            {"tool_calls": [{"name": "greet_user", "args": {"name": "Ann"}, "id": "g1"}]},
+            "Hello.",
+            "Still here.",
+        ]
+    )
+    agent = Agent(llm=llm, tools=TOOLS, modes=router, checkpointer=MemorySaver(), interrupt_on={"log_concern": True})
+    assert is_interrupt(agent.invoke("Please evaluate my rash", thread_id="o1"))
+
+    chunks = list(agent.stream("Please diagnose it instead", thread_id="o1", show_tool_calls=True))
+    ends = {c["id"]: c["status"] for c in chunks if is_tool_event(c) and c["phase"] == "end"}
+    assert ends == {"a1": "error", "g1": "error"} and RAN == []
+    stored = agent.get_state("o1").values["messages"]
+    assert _in_order(stored)
+    assert [type(m).__name__ for m in stored] == [
+        "HumanMessage", "AIMessage", "ToolMessage",  # the approval, answered as superseded
+        "HumanMessage", "AIMessage", "ToolMessage",  # the refused call, answered by the mode router
+        "AIMessage",
+    ]  # fmt: skip
+    assert all(_in_order(call) for call in llm.calls)
+    assert agent.invoke("Still there?", thread_id="o1") == "Still here."

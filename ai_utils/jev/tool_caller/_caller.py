@@ -13,8 +13,8 @@ from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel
 from typing_extensions import TypedDict, Unpack
 
-from ai_utils._run.args import check_prompt
-from ai_utils._run.calls import aresume_input, check_thread, resume_input, run_config
+from ai_utils._run.args import check_approval_saver, check_prompt, mcp_servers
+from ai_utils._run.calls import check_thread, resume_command, run_config
 from ai_utils._utils import run_sync
 from ai_utils.client import Decision
 from ai_utils.exceptions import UserError
@@ -33,7 +33,7 @@ from ai_utils.jev.tool_caller._setup import (
 )
 from ai_utils.jev.tool_caller._tools import by_name, jev_tool_entries, run_tools
 from ai_utils.jev.tool_caller._types import ConfidenceGate, JevOutput, JevReturn, JevTool
-from ai_utils.tools._mcp_config import MCPServer, normalize_mcp_servers
+from ai_utils.tools._mcp_config import MCPServer
 
 __all__ = ["JevToolCaller"]
 
@@ -119,22 +119,19 @@ class JevToolCaller:
         timeout: float | None = None,
     ) -> None:
         self._tools = jev_tool_entries(tools)
-        self._servers = normalize_mcp_servers(mcp_server)
+        self._servers = mcp_servers(mcp_server)
         if not self._tools and not self._servers:
             raise UserError("JevToolCaller needs at least one tool: pass `tools=[JevTool(...)]` or `mcp_server=...`.")
-        if self._servers:
-            import ai_utils.tools.mcp  # noqa: F401  # fail now, not mid-run, when the `mcp` extra is missing
         if context_schema is not None and not (
             isinstance(context_schema, type) and issubclass(context_schema, BaseModel)
         ):
             raise UserError(f"`context_schema` must be a pydantic model class, got {context_schema!r}.")
         check_prompt(prompt, owner="JevToolCaller")
         self._interrupt_on = check_interrupt_on(interrupt_on)
-        if self._interrupt_on and checkpointer is None:
-            raise UserError(
-                "`interrupt_on` pauses before a tool runs, which needs a checkpointer to resume from. "
-                "Pass `checkpointer=MemorySaver()` (or sqlite_saver(path))."
-            )
+        check_approval_saver(
+            self._interrupt_on, checkpointer, "Pass `checkpointer=MemorySaver()` (or sqlite_saver(path)).",
+            pauses="before a tool runs",
+        )  # fmt: skip
         self._gate = check_gate(confidence_gate)
         self._warned: set[str] = set()
         if not self._servers:
@@ -230,7 +227,7 @@ class JevToolCaller:
         run, config = self._start(by_name(self._tools), call)
         graph_input: Any = self._fresh(call)
         if graph_input is None:
-            graph_input = resume_input(self._graph, config, call.decision, None, idle=_idle(call))
+            graph_input = resume_command(self._graph.get_state(config), config, call.decision, None, _idle(call))
         return result(self._graph.invoke(graph_input, config, **self._run_options(run)), run, call.debug)
 
     async def _ainvoke(self, call: _Call) -> JevOutput:
@@ -239,7 +236,8 @@ class JevToolCaller:
             try:
                 graph_input: Any = self._fresh(call)
                 if graph_input is None:
-                    graph_input = await aresume_input(self._graph, config, call.decision, None, idle=_idle(call))
+                    state = await self._graph.aget_state(config)
+                    graph_input = resume_command(state, config, call.decision, None, _idle(call))
                 output = await self._graph.ainvoke(graph_input, config, **self._run_options(run))
             finally:
                 await run.aclose()
