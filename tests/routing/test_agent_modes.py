@@ -337,3 +337,25 @@ def test_a_superseded_approval_and_a_refusal_in_one_model_call_both_land_in_orde
     ]  # fmt: skip
     assert all(_in_order(call) for call in llm.calls)
     assert agent.invoke("Still there?", thread_id="o1") == "Still here."
+
+
+def test_modes_work_the_same_in_a_durable_session(router: KeywordModeRouter) -> None:
+    from ai_utils import durable_tool, memory_sessions
+
+    RAN.clear()
+    seen = Recorder()
+
+    def reply(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> Any:
+        seen(messages, tools)
+        if not any(isinstance(m, ToolMessage) for m in messages):
+            return {"tool_calls": [{"name": "greet_user", "args": {"name": "Ann"}, "id": "g1"}]}
+        return "Noted."
+
+    store = memory_sessions()
+    tools = [durable_tool(t, idempotent=True) for t in TOOLS]
+    agent = Agent(llm=FunctionChatModel(reply), tools=tools, modes=router, sessions=store, name="health")
+    result = agent.session().prompt("Please diagnose my headache", message_id="m1").result()
+    assert (result.stop_reason, result.output) == ("end_turn", "Noted.")
+    assert RAN == [] and seen.tools[0] == ["log_concern", "lookup_medication"]
+    assert "MODE: assessment" in seen.systems[0]
+    store.close()
