@@ -326,14 +326,17 @@ class Session:
                 f"on this loop); use {twin} instead."
             )
 
-    def _lines(self, after: int, turn_id: str | None, here: bool) -> Generator[StreamLine | Step[Any], Any, None]:
+    # The body yields whole batches of lines (one per read), so the sync/async driver runs once per read, not
+    # once per line (a 10,000-line replay is bounded by this loop).
+    def _lines(self, after: int, turn_id: str | None, here: bool) -> Generator[list[StreamLine] | Step[Any], Any, None]:
         store = self._store
         signal = store.engine.signal
         waits = 0
         while True:
             seen = signal.version(self.id)
             lines, after, ended = self._rows(after, turn_id)
-            yield from lines
+            if lines:
+                yield lines
             if ended:
                 return
             if lines:
@@ -342,7 +345,7 @@ class Session:
                 lines, after, _ = self._rows(after, turn_id)
                 if not lines:
                     return
-                yield from lines
+                yield lines
                 continue
             waits += 1
             if waits % 10 == 0:
@@ -351,9 +354,11 @@ class Session:
 
     def _follow(self, after: int, *, turn_id: str | None = None) -> Iterator[StreamLine]:
         self._check_sync("Iterating synchronously", "`async for`")
-        yield from iterate(self._lines(after, turn_id, here=False))
+        for lines in iterate(self._lines(after, turn_id, here=False)):
+            yield from lines
 
     async def _afollow(self, after: int, *, turn_id: str | None = None) -> AsyncIterator[StreamLine]:
         self._continue_if_orphaned(here=True)
-        async for line in aiterate(self._lines(after, turn_id, here=True)):
-            yield line
+        async for lines in aiterate(self._lines(after, turn_id, here=True)):
+            for line in lines:
+                yield line
