@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.types import Interrupt
 
 from ai_utils.client import CustomEvent, ModeEvent, StreamChunk, SubagentEvent, ToolEvent
@@ -92,6 +92,7 @@ class ChunkAdapter:
 
     __slots__ = (
         "_ended",
+        "_fresh",
         "_held",
         "_interrupts",
         "_started",
@@ -118,6 +119,9 @@ class ChunkAdapter:
         # Results the model node itself wrote (the mode router's refusals), held until that node's update has
         # announced their calls, so a tool's "end" never comes before its "start".
         self._held: list[ToolEvent] = []
+        # AI messages the model streamed in this run: when the model node rewrites the whole thread (the repair
+        # step's rewrite), only these announce tool calls, not the history the rewrite repeats.
+        self._fresh: set[str | None] = set()
         self._interrupts: dict[str, Interrupt] = {}
 
     @property
@@ -178,6 +182,8 @@ class ChunkAdapter:
                 return []
             if self._text_nodes is not None and metadata.get("langgraph_node") not in self._text_nodes:
                 return []
+            if self.show_tool_calls:
+                self._fresh.add(message.id)
             out: list[StreamChunk] = []
             if self.show_reasoning:
                 for block in message.content_blocks:
@@ -204,7 +210,11 @@ class ChunkAdapter:
                 "output": message.text,
                 "status": message.status,
             }
-            if message.tool_call_id not in self._started and metadata.get("langgraph_node") in (self._text_nodes or ()):
+            if (
+                self.show_tool_calls
+                and message.tool_call_id not in self._started
+                and metadata.get("langgraph_node") in (self._text_nodes or ())
+            ):
                 self._held.append(end)
                 return []
             return [end]
@@ -218,8 +228,14 @@ class ChunkAdapter:
                     self._interrupts.setdefault(interrupt.id, interrupt)
             elif self.show_tool_calls and not ns and (self._text_nodes is None or node in self._text_nodes):
                 # Only the model node: middleware such as HITL re-writes the same AIMessage on resume.
-                for message in _messages_of(update):
-                    if isinstance(message, AIMessage) and message.tool_calls:
+                messages = _messages_of(update)
+                rewrite = any(isinstance(m, RemoveMessage) for m in messages)
+                for message in messages:
+                    if (
+                        isinstance(message, AIMessage)
+                        and message.tool_calls
+                        and (not rewrite or message.id in self._fresh)
+                    ):
                         out.extend(self._tool_starts(message))
                 if self._held:
                     out.extend(self._held)

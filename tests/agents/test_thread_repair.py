@@ -195,3 +195,23 @@ def test_the_repair_never_touches_a_sound_thread() -> None:
     agent.invoke("more", thread_id="t")
     texts = [m.text for m in model.calls[-1]]
     assert texts == ["mail", "", "sent to x", "done", "more"]
+
+
+def test_a_repaired_thread_streams_no_tool_chunks_for_its_history() -> None:
+    model = FakeChatModel(
+        [
+            {"tool_calls": [{"name": "send_mail", "args": {"to": "ann"}, "id": "old"}]},
+            "sent",
+            {"tool_calls": [{"name": "send_mail", "args": {"to": "bob"}, "id": "waiting"}]},
+            "ok then",
+        ]
+    )
+    agent = Agent(llm=model, tools=[send_mail], checkpointer=InMemorySaver(), interrupt_on={"send_mail": True})
+    assert is_interrupt(agent.invoke("mail ann", thread_id="h"))
+    assert agent.invoke(thread_id="h", decision="approve") == "sent"
+    assert is_interrupt(agent.invoke("mail bob", thread_id="h"))
+
+    chunks = list(agent.stream("never mind", thread_id="h", show_tool_calls=True))
+    tools = [(c["phase"], c["id"], c.get("status")) for c in chunks if is_tool_event(c)]
+    assert tools == [("end", "waiting", "error")]  # the superseded call only; the old call is history
+    assert "".join(c for c in chunks if isinstance(c, str)) == "ok then"
