@@ -11,10 +11,10 @@ in langsmith's ``traceable`` and composes the handlers, about 40 µs per hook ca
 (``bench_routing.py``), more than the routing itself on a zero-latency turn. So in `Agent` (without durable
 sessions) the router is not a hook of its own: it is a `CallStep` (`before` / `after`) on the hook the repair
 step already has (`ai_utils._run.repair.ModelCallRepair`). In `DeepAgent`, and with sessions, it is this
-middleware's own ``wrap_model_call``. The refusals reuse `create_agent`'s own path for
-injected tool results (an AI message whose calls are all answered goes back to the model, as a HITL reject
-does). Routing is stateless (the same message always gives the same mode), so a
-resumed run, a crash-continued turn and a replayed checkpoint all see the mode the turn started with.
+middleware's own ``wrap_model_call``. The refusals reuse `create_agent`'s own path for injected tool results
+(an AI message whose calls are all answered goes back to the model, as a HITL reject does). Routing is
+stateless (the same message always gives the same mode), so a resumed run, a crash-continued turn and a
+replayed checkpoint all see the mode the turn started with.
 """
 
 from __future__ import annotations
