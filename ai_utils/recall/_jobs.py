@@ -252,10 +252,8 @@ class KnowledgeJobs:
         return _job(value)
 
     async def aenqueue(self, source_id: str, scope: MemoryScope) -> KnowledgeJob:
-        """Async twin of `enqueue`."""
-        value = self._new_value(source_id, scope)
-        await self.store.aput(self._ns, value["id"], value, index=False)
-        return _job(value)
+        """Async twin of `enqueue` (the store call runs in a worker thread, as every job step does)."""
+        return await asyncio.to_thread(self.enqueue, source_id, scope)
 
     def get(self, job_id: str) -> KnowledgeJob | None:
         """The job ``job_id`` as stored, or ``None``.

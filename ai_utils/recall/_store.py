@@ -16,6 +16,7 @@ a semantic query, so there the lexical pass is a second, filtered read.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
@@ -130,6 +131,8 @@ class MemoryItemStore:
         self._single_pass = isinstance(store, InMemoryStore)
         self._page = 100_000 if self._single_pass else 1_000
         self._meta_known = False
+        # SqliteStore has no async methods (its abatch raises); its calls run in a worker thread instead.
+        self._sync_only = type(store).__name__ == "SqliteStore" and type(store).__module__.startswith("langgraph.")
 
     @property
     def embedding_identity(self) -> str | None:
@@ -139,7 +142,12 @@ class MemoryItemStore:
     # --- pieces --------------------------------------------------------------------------------------------
 
     def _batch(self, ops: Sequence[Op]) -> Step[list[Any]]:
-        return Step(self.store.batch, self.store.abatch, (list(ops),))
+        return Step(self.store.batch, self._abatch, (list(ops),))
+
+    async def _abatch(self, ops: list[Op]) -> list[Any]:
+        if self._sync_only:
+            return await asyncio.to_thread(self.store.batch, ops)
+        return await self.store.abatch(ops)
 
     def _check_identity(self) -> Flow[None]:
         """Refuse a namespace whose vectors were made by another embedding model (once per instance)."""

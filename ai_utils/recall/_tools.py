@@ -134,11 +134,10 @@ class _Tools:
         """Run ``body`` once per tool call id: a retry with the same arguments gets the first answer back."""
         if not call_id:
             return (yield from body)
-        store = self.store.store
         namespace = calls_namespace(self.store.namespace, scope)
         key = hashlib.sha256(f"{name}\x00{call_id}".encode()).hexdigest()[:40]
         digest = hashlib.sha256(json.dumps(dict(args), sort_keys=True, default=str).encode()).hexdigest()
-        (receipt,) = yield Step(store.batch, store.abatch, ([_get(namespace, key)],))
+        (receipt,) = yield self.store._batch([_get(namespace, key)])
         if receipt is not None:
             if receipt.value.get("args") == digest and isinstance(answer := receipt.value.get("result"), str):
                 return answer
@@ -147,7 +146,7 @@ class _Tools:
             )
         answer = yield from body
         value = {"tool": name, "args": digest, "result": answer}
-        yield Step(store.batch, store.abatch, ([_put(namespace, key, value)],))
+        yield self.store._batch([_put(namespace, key, value)])
         return answer
 
     # --- the tools -----------------------------------------------------------------------------------------
