@@ -85,7 +85,7 @@ def context_accounting(
 
     Example:
         ```python
-        context_accounting(agent.get_state(thread_id="t1").values["messages"], tools=agent.tools)
+        context_accounting(agent.get_state("t1").values["messages"], tools=agent.tools)
         # [{'category': 'system', 'label': 'System prompt', 'tokens': 0},
         #  {'category': 'history', 'label': 'Conversation history', 'tokens': 41}, ...]
         ```

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ai_utils.exceptions import UserError
 from ai_utils.gateway.actor import Actor, to_actor
-from ai_utils.memory._methods import Flow, Step, twins
+from ai_utils.memory._methods import Flow, twins
 from ai_utils.recall._items import ITEM_ID, MEMORY_KINDS, MemoryItem, MemoryScope, create_memory_item
 from ai_utils.recall._scopes import AGENT_ATTRIBUTE, actor_scopes, calls_namespace
 from ai_utils.recall._store import MemoryItemStore
@@ -45,12 +45,14 @@ _ARGS: dict[str, str] = {
     "memory_forget": "`id`",
 }
 
-Runtime = Annotated[ToolRuntime, InjectedToolArg]
+# Typed Any in the schema: LangChain dumps the validated arguments, and a typed ToolRuntime field makes pydantic
+# warn about its generic `context` (any context a run has); the parameter's *name* is what ToolNode injects by.
+Runtime = Annotated[Any, InjectedToolArg]
 
 
 class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
-    runtime: Runtime
+    model_config = ConfigDict(extra="forbid")
+    runtime: Runtime = None
 
 
 class _SearchArgs(_Args):
@@ -59,7 +61,7 @@ class _SearchArgs(_Args):
 
 
 class _IdArgs(_Args):
-    id: str = Field(pattern=ITEM_ID.pattern, description="The memory's id, as memory_search shows it.")
+    id: str = Field(pattern=f"^{ITEM_ID.pattern}$", description="The memory's id, as memory_search shows it.")
 
 
 class _UpdateArgs(_IdArgs):

@@ -14,7 +14,9 @@ EXPLICIT = {"source": "explicit", "actor": "user"}
 
 def test_create_memory_item_fills_id_and_times_and_keeps_the_fields() -> None:
     now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-    item = create_memory_item(scope=ALICE, kind="preference", content="Prefers concise answers.", provenance=EXPLICIT, now=now)
+    item = create_memory_item(
+        scope=ALICE, kind="preference", content="Prefers concise answers.", provenance=EXPLICIT, now=now
+    )
     assert item.scope == ALICE and item.kind == "preference" and item.content == "Prefers concise answers."
     assert item.provenance == {"source": "explicit", "actor": "user"}
     assert item.created_at == item.updated_at == now and item.expires_at is None and item.deleted is False
@@ -23,9 +25,16 @@ def test_create_memory_item_fills_id_and_times_and_keeps_the_fields() -> None:
 
 def test_exact_duplicates_share_their_identity_and_id_but_other_scopes_and_kinds_do_not() -> None:
     a = create_memory_item(scope=ALICE, kind="fact", content="Lives in  Berlin.", provenance=EXPLICIT)
-    b = create_memory_item(scope={"kind": "user", "subject_id": "alice@example.com"}, kind="fact", content=" lives in berlin. ", provenance=EXPLICIT)
+    b = create_memory_item(
+        scope={"kind": "user", "subject_id": "alice@example.com"},
+        kind="fact",
+        content=" lives in berlin. ",
+        provenance=EXPLICIT,
+    )
     assert a.dedupe_key == b.dedupe_key and a.id == b.id
-    other_user = create_memory_item(scope=MemoryScope("user", "bob"), kind="fact", content="Lives in Berlin.", provenance=EXPLICIT)
+    other_user = create_memory_item(
+        scope=MemoryScope("user", "bob"), kind="fact", content="Lives in Berlin.", provenance=EXPLICIT
+    )
     other_kind = create_memory_item(scope=ALICE, kind="preference", content="Lives in Berlin.", provenance=EXPLICIT)
     assert len({a.dedupe_key, other_user.dedupe_key, other_kind.dedupe_key}) == 3
 
@@ -48,7 +57,9 @@ def test_exact_duplicates_share_their_identity_and_id_but_other_scopes_and_kinds
         ({"id": "has space"}, "1-64 letters"),
     ],
 )
-def test_create_memory_item_refuses_bad_input_with_the_value_and_the_fix(changes: dict[str, object], message: str) -> None:
+def test_create_memory_item_refuses_bad_input_with_the_value_and_the_fix(
+    changes: dict[str, object], message: str
+) -> None:
     args: dict[str, object] = {"scope": ALICE, "kind": "fact", "content": "ok", "provenance": EXPLICIT, **changes}
     with pytest.raises(UserError, match=message):
         create_memory_item(**args)  # type: ignore[arg-type]
@@ -61,7 +72,9 @@ def test_memory_scope_refuses_empty_multiline_or_padded_subjects(subject: str) -
 
 
 def test_can_access_memory_scope_matches_one_dimension_exactly_and_never_widens() -> None:
-    actor = Actor(user_id="john-doe", tenant_id="acme", roles=("admin",), attributes={"agent_id": "support", "session_id": "s1"})
+    actor = Actor(
+        user_id="john-doe", tenant_id="acme", roles=("admin",), attributes={"agent_id": "support", "session_id": "s1"}
+    )
     assert can_access_memory_scope(actor, MemoryScope("user", "john-doe"))
     assert can_access_memory_scope(actor, MemoryScope("tenant", "acme"))
     assert can_access_memory_scope(actor, MemoryScope("agent", "support"))

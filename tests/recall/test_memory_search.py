@@ -107,7 +107,9 @@ def test_a_failing_embedder_falls_back_to_lexical_under_auto_and_raises_under_st
 async def test_async_search_falls_back_the_same_way(make_indexed_store: StoreFactory) -> None:
     embeddings = FailingEmbeddings()
     memory = MemoryItemStore(make_indexed_store(index(embeddings)), namespace="app")
-    item = await memory.aadd(create_memory_item(scope=ALICE, kind="fact", content="Cycles to work.", provenance=EXPLICIT))
+    item = await memory.aadd(
+        create_memory_item(scope=ALICE, kind="fact", content="Cycles to work.", provenance=EXPLICIT)
+    )
     embeddings.failing = True
     assert await memory.asearch("cycles", scopes=[ALICE]) == [item]
 
@@ -135,7 +137,9 @@ def test_vectors_of_another_embedding_identity_are_refused_never_compared(make_i
     with pytest.raises(UserError, match="holds vectors made by"):
         _add(swapped, "Speaks German.")
     # Lexical-only access stays possible, and says so by choice.
-    assert [i.content for i in MemoryItemStore(store, namespace="app", semantic="off").search("french", scopes=[ALICE])] == ["Speaks French."]
+    assert [
+        i.content for i in MemoryItemStore(store, namespace="app", semantic="off").search("french", scopes=[ALICE])
+    ] == ["Speaks French."]
 
 
 def test_embeddings_for_a_store_without_an_index_are_refused_with_the_fix() -> None:
