@@ -12,7 +12,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TypeVar
 
 __all__ = ["RRF_K", "bm25_ranking", "fuse", "item_tokens", "query_terms", "terms_of"]
@@ -60,28 +60,19 @@ def query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(_words(query)))
 
 
-def bm25_ranking(query: Sequence[str], docs: Iterable[tuple[K, Mapping[str, int], int]]) -> list[K]:
-    """Keys of the documents that contain a query term, best BM25 score first (ties: input order).
+def bm25_ranking(matched: Sequence[tuple[K, Mapping[str, int], int]], *, total: int, length_sum: int) -> list[K]:
+    """Keys of the matching documents, best BM25 score first (ties: input order).
 
     Args:
-        query: the query's terms (`query_terms`).
-        docs: ``(key, term counts, length)`` of every candidate (the whole corpus, for the statistics).
+        matched: ``(key, {query term: count}, length)`` of each document holding a query term.
+        total: how many documents the corpus has (matching or not), for the idf.
+        length_sum: their summed lengths, for the length normalisation.
     """
-    if not query:
-        return []
-    total = 0
-    length_sum = 0
-    matched: list[tuple[K, dict[str, int], int]] = []
-    df: Counter[str] = Counter()
-    for key, terms, length in docs:
-        total += 1
-        length_sum += length
-        hits = {t: n for t in query if (n := terms.get(t))}
-        if hits:
-            df.update(hits.keys())
-            matched.append((key, hits, length))
     if not matched:
         return []
+    df: Counter[str] = Counter()
+    for _, hits, _ in matched:
+        df.update(hits.keys())
     average = length_sum / total if total else 1.0
     idf = {t: math.log(1 + (total - n + 0.5) / (n + 0.5)) for t, n in df.items()}
     scored = []

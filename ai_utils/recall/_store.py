@@ -80,6 +80,65 @@ def _live(row: Item | None, now: datetime) -> bool:
     return expires is None or datetime.fromisoformat(expires) > now
 
 
+_Key = tuple[tuple[str, ...], str]
+
+
+def _lexical_candidates(
+    found_lists: Sequence[Sequence[SearchItem]], query: Sequence[str], now: datetime
+) -> tuple[list[tuple[_Key, dict[str, int], int]], int, int, dict[_Key, SearchItem]]:
+    """One pass over every row read: the live rows holding a query term (with their hits) and corpus totals.
+
+    Written as one loop on purpose: it runs once per item of the searched scopes on every search.
+    """
+    matched: list[tuple[_Key, dict[str, int], int]] = []
+    keep: dict[_Key, SearchItem] = {}
+    total = length_sum = 0
+    for found in found_lists:
+        for row in found:
+            value = row.value
+            if value.get("deleted") is not False:
+                continue
+            expires = value.get("expires_at")
+            if expires is not None and datetime.fromisoformat(expires) <= now:
+                continue
+            length = value.get("length") or 0
+            total += 1
+            length_sum += length
+            terms = value.get("terms")
+            if not terms:
+                continue
+            hits: dict[str, int] | None = None
+            for term in query:
+                if count := terms.get(term):
+                    if hits is None:
+                        hits = {}
+                    hits[term] = count
+            if hits:
+                key = (row.namespace, row.key)
+                matched.append((key, hits, length))
+                keep[key] = row
+    return matched, total, length_sum, keep
+
+
+def _semantic_candidates(
+    found_lists: Sequence[Sequence[SearchItem]], identity: str | None, now: datetime, candidates: int
+) -> list[tuple[_Key, SearchItem]]:
+    """The best ``candidates`` live rows with a vector of ``identity``; each list comes best first from the store."""
+    scored: list[tuple[float, _Key, SearchItem]] = []
+    for found in found_lists:
+        taken = 0
+        for row in found:
+            if taken == candidates:
+                break
+            if row.score is None or row.value.get("embedding") != identity or not _live(row, now):
+                continue
+            scored.append((float(row.score), (row.namespace, row.key), row))
+            taken += 1
+    # Lists of several scopes come from one index, so their scores compare; merge them by score.
+    scored.sort(key=lambda entry: -entry[0])
+    return [(key, row) for _, key, row in scored[:candidates]]
+
+
 class MemoryItemStore:
     """Typed long-term memory on a LangGraph `BaseStore` (SPEC §22).
 
@@ -505,25 +564,11 @@ class MemoryItemStore:
             lexical_rows = yield from self._scan(namespaces, None, None if self._single_pass else {"deleted": False})
         now = datetime.now(UTC)
         scope_of = dict(zip(namespaces, the_scopes, strict=True))
-        rows: dict[tuple[tuple[str, ...], str], SearchItem] = {}
-        for found in lexical_rows:
-            for row in found:
-                if _live(row, now):
-                    rows[(row.namespace, row.key)] = row
-        lexical = bm25_ranking(
-            query_terms(query),
-            ((key, row.value.get("terms") or {}, row.value.get("length") or 0) for key, row in rows.items()),
-        )[:candidates]
-        semantic: list[tuple[tuple[str, ...], str]] = []
+        matched, total, length_sum, rows = _lexical_candidates(lexical_rows, query_terms(query), now)
+        lexical = bm25_ranking(matched, total=total, length_sum=length_sum)[:candidates]
+        semantic: list[_Key] = []
         if semantic_rows is not None:
-            scored = [
-                (row.score, (row.namespace, row.key), row)
-                for found in semantic_rows
-                for row in found
-                if row.score is not None and row.value.get("embedding") == self._identity and _live(row, now)
-            ]
-            scored.sort(key=lambda entry: -float(entry[0] or 0.0))
-            for _, key, row in scored[:candidates]:
+            for key, row in _semantic_candidates(semantic_rows, self._identity, now, candidates):
                 rows.setdefault(key, row)
                 semantic.append(key)
         picked: list[MemoryItem] = []
