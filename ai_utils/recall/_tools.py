@@ -37,6 +37,7 @@ ActorSource = Actor | Mapping[str, Any] | Callable[[Any], Actor | Mapping[str, A
 
 _GRANTS: tuple[str, ...] = get_args(MemoryGrant)
 _PROVENANCE = {"source": "inferred", "actor": "agent"}
+_SEARCH_TOKENS = 2_000  # a search result is bounded like any tool result the model reads
 _METADATA = {"context_kind": "memory", "context_trust": "untrusted", "idempotent": True}
 _ARGS: dict[str, str] = {
     "memory_search": "`query` (and `limit`)",
@@ -158,7 +159,7 @@ class _Tools:
         scopes = actor_scopes(actor) if actor is not None else []
         if not scopes:
             return "No memory is available in this conversation."
-        items = yield from self.store._search(query, scopes=scopes, limit=limit)
+        items = yield from self.store._search(query, scopes=scopes, limit=limit, token_budget=_SEARCH_TOKENS)
         return _render(items)
 
     def remember(self, content: str, kind: str = "fact", *, runtime: ToolRuntime | None = None) -> Flow[str]:
