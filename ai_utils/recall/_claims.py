@@ -53,34 +53,25 @@ def _memory_swap(store: InMemoryStore) -> Swap:
     return swap
 
 
-def _postgres_swap(store: BaseStore) -> Swap:
-    from psycopg.types.json import Jsonb
-
+def _sql_swap(
+    store: BaseStore, sql: str, encode: Callable[[dict[str, Any]], Any], version: Callable[[int], Any]
+) -> Swap:
     def swap(namespace: tuple[str, ...], key: str, expected: int, value: Mapping[str, Any]) -> bool:
         with store_cursor(store) as cur:
-            cur.execute(
-                "UPDATE store SET value = %s, updated_at = CURRENT_TIMESTAMP "
-                "WHERE prefix = %s AND key = %s AND value->>'version' = %s",
-                (Jsonb(dict(value)), store_prefix(store, namespace), key, str(expected)),
-            )
+            cur.execute(sql, (encode(dict(value)), store_prefix(store, namespace), key, version(expected)))
             return bool(cur.rowcount == 1)
 
     return swap
 
 
-def _sqlite_swap(store: BaseStore) -> Swap:
-    import orjson
-
-    def swap(namespace: tuple[str, ...], key: str, expected: int, value: Mapping[str, Any]) -> bool:
-        with store_cursor(store) as cur:
-            cur.execute(
-                "UPDATE store SET value = ?, updated_at = CURRENT_TIMESTAMP "
-                "WHERE prefix = ? AND key = ? AND json_extract(value, '$.version') = ?",
-                (orjson.dumps(dict(value)), store_prefix(store, namespace), key, expected),
-            )
-            return bool(cur.rowcount == 1)
-
-    return swap
+_POSTGRES_SWAP = (
+    "UPDATE store SET value = %s, updated_at = CURRENT_TIMESTAMP "
+    "WHERE prefix = %s AND key = %s AND value->>'version' = %s"
+)
+_SQLITE_SWAP = (
+    "UPDATE store SET value = ?, updated_at = CURRENT_TIMESTAMP "
+    "WHERE prefix = ? AND key = ? AND json_extract(value, '$.version') = ?"
+)
 
 
 def swapper(store: BaseStore) -> Swap:
@@ -97,12 +88,16 @@ def swapper(store: BaseStore) -> Swap:
         from langgraph.store.postgres import PostgresStore
 
         if isinstance(store, PostgresStore):
-            return _postgres_swap(store)
+            from psycopg.types.json import Jsonb
+
+            return _sql_swap(store, _POSTGRES_SWAP, Jsonb, str)
     if module.startswith("langgraph.store.sqlite"):
         from langgraph.store.sqlite import SqliteStore
 
         if isinstance(store, SqliteStore):
-            return _sqlite_swap(store)
+            import orjson
+
+            return _sql_swap(store, _SQLITE_SWAP, orjson.dumps, int)
     raise UserError(
         f"KnowledgeJobs needs a store it can compare-and-swap on: InMemoryStore, PostgresStore or SqliteStore, got "
         f"{type(store).__name__}. Pass one of those (async-only stores have no atomic update we can use)."
