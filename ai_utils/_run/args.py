@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "check_approval_saver",
     "check_prompt",
+    "check_store",
     "config_thread_id",
     "keyword_names",
     "mcp_servers",
@@ -61,6 +62,18 @@ def check_prompt(prompt: Any, *, owner: str) -> str | None:
     if prompt is not None and not isinstance(prompt, str):
         raise UserError(f"{owner}(prompt=...) must be a str (the system prompt), got {prompt!r}.")
     return prompt
+
+
+def check_store(store: Any, *, owner: str) -> Any:
+    """``store`` if it is ``None`` or a LangGraph `BaseStore` (memory across threads), else `UserError`."""
+    from langgraph.store.base import BaseStore
+
+    if store is not None and not isinstance(store, BaseStore):
+        raise UserError(
+            f"{owner}(store=...) must be a LangGraph BaseStore (InMemoryStore, PostgresStore, SqliteStore), got "
+            f"{store!r}."
+        )
+    return store
 
 
 def tool_list(tools: Any, *, owner: str) -> Sequence[Any]:

@@ -71,6 +71,8 @@ class Wrapper(GraphRunner[OutputT]):
 
     # How to get a checkpointer, for the "approval needs a checkpointer" message.
     _saver_hint = "Pass `checkpointer=MemorySaver()` (or sqlite_saver(...))."
+    # Set by a wrapper with context_trust="enforce" (guard/ is a room below this one): the system prompt's rule.
+    _trust_instruction: str | None = None
 
     def _setup_tools(self, tools: Any, mcp_server: Any) -> None:
         """``tools`` as `BaseTool`s (`UserError` for ``None`` or a function without a docstring), MCP servers."""
@@ -127,7 +129,7 @@ class Wrapper(GraphRunner[OutputT]):
     @property
     def system_prompt(self) -> str | None:
         """Our system prompt: ``prompt`` plus the MCP servers' descriptions (deepagents appends its own part)."""
-        parts = [p for p in (self.prompt, describe_mcp_servers(self._servers)) if p]
+        parts = [p for p in (self.prompt, describe_mcp_servers(self._servers), self._trust_instruction) if p]
         return "\n\n".join(parts) or None
 
     @property

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Never, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, Never, cast, overload
 
 from langchain.agents import create_agent
 from langchain_core.callbacks import BaseCallbackHandler
@@ -12,7 +12,7 @@ from langgraph.types import Durability
 from pydantic import BaseModel
 from typing_extensions import TypeVar, Unpack
 
-from ai_utils._run.args import keyword_names, reject_unknown
+from ai_utils._run.args import check_store, keyword_names, reject_unknown
 from ai_utils._run.calls import Interrupt, ModelT, RunCall, RunOptions, RunResult
 from ai_utils._run.hitl import hitl_middleware
 from ai_utils._run.repair import ModelCallRepair
@@ -21,10 +21,12 @@ from ai_utils._run.setup import Wrapper, WrapperOptions
 from ai_utils._run.state import AgentState
 from ai_utils.agents._hooks import AfterToolCall, BeforeToolCall, OnProviderError, ShouldBreakEarly, ToolLoopHooks
 from ai_utils.exceptions import UserError
+from ai_utils.guard._trust import TRUST_INSTRUCTION, context_trust_middleware
 from ai_utils.tools._mcp_config import MCPServer
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
+    from langgraph.store.base import BaseStore
     from langgraph.types import Checkpointer
 
     from ai_utils.gateway.actions import ActionRegistry, DirectiveResult
@@ -51,6 +53,8 @@ class AgentOptions(WrapperOptions, total=False):
     durability: Durability
     modes: ModeRouter | None
     sessions: SessionStore | None
+    store: BaseStore | None
+    context_trust: Literal["enforce", "off"]
 
 
 class Agent(Wrapper[OutputT]):
@@ -104,6 +108,11 @@ class Agent(Wrapper[OutputT]):
             sees only that mode's tools and the mode instruction, a call to another tool is refused, and the turn
             gets at most the mode's ``max_tool_iterations`` tool rounds. ``stream(show_tool_calls=True)`` starts
             with ``{"kind": "mode", "mode", "tools"}``.
+        store: a LangGraph `BaseStore` for memory across threads (e.g. a `MemoryItemStore`'s store, SPEC §22);
+            tools reach it as ``runtime.store``.
+        context_trust: ``"enforce"`` wraps every tool result (MCP, RAG, memory and fetched pages included) as a
+            data block (`trust_segment`) in the history and tells the model such blocks are not instructions;
+            the checkpoint keeps the wrapped form, the stream shows the original. Default ``"off"``.
 
     Raises:
         UserError: for duplicate tool names, approval without a checkpointer, a bad ``output`` or MCP config,
@@ -156,6 +165,8 @@ class Agent(Wrapper[OutputT]):
         modes: ModeRouter | None = None,
         retries: int = 2,
         sessions: SessionStore | None = None,
+        store: BaseStore | None = None,
+        context_trust: Literal["enforce", "off"] = "off",
         **unknown: Never,
     ) -> None:
         reject_unknown(unknown, owner="Agent", known=keyword_names(Agent.__init__))
@@ -174,6 +185,10 @@ class Agent(Wrapper[OutputT]):
         self._setup_model(llm, prompt, output, retries)
         self.durability = durability
         self.actions = actions
+        self.store = check_store(store, owner="Agent")
+        trust = context_trust_middleware(context_trust, owner="Agent")
+        self.context_trust = context_trust
+        self._trust_instruction = TRUST_INSTRUCTION if trust else None
         # With sessions the repair step is the session middleware (a ThreadRepair that also lets steers join the
         # turn), first in the stack. Otherwise it is attached to the model call, innermost but for the run
         # guards: no graph node of its own, and outer hooks' commands land after its rewrite (_run/repair.py).
@@ -185,7 +200,8 @@ class Agent(Wrapper[OutputT]):
 
             mode_step = ModeMiddleware(modes)
         with_sessions = self.sessions is not None
-        stack = [*(self._repair if with_sessions else ()), *middleware]
+        # Context trust wraps tool results outermost but for the session step, so it wraps what they end as.
+        stack = [*(self._repair if with_sessions else ()), *trust, *middleware]
         if mode_step is not None and with_sessions:
             stack.append(mode_step)
         hook_fns = (before_tool_call, after_tool_call, should_break_early, on_provider_error)
@@ -219,6 +235,7 @@ class Agent(Wrapper[OutputT]):
             response_format=self.output,
             state_schema=AgentState,
             checkpointer=self.checkpointer,
+            store=self.store,
             context_schema=self.context_schema,
             name=self.name,
         )

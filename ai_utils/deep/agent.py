@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Never, overload
+from typing import TYPE_CHECKING, Any, Literal, Never, overload
 
 from langchain.agents.middleware import TodoListMiddleware
 from langchain_core.callbacks import BaseCallbackHandler
@@ -20,6 +20,7 @@ from ai_utils._run.runner import Graph
 from ai_utils._run.setup import Wrapper, WrapperOptions
 from ai_utils.deep._deepagents import create_deep_agent, supports_execution
 from ai_utils.exceptions import UserError
+from ai_utils.guard._trust import TRUST_INSTRUCTION, context_trust_middleware
 from ai_utils.tools._mcp_config import MCPServer
 from ai_utils.tools._normalize import check_unique, normalize_tools
 
@@ -66,6 +67,7 @@ class DeepAgentOptions(WrapperOptions, total=False):
     store: BaseStore | None
     modes: ModeRouter | None
     sessions: SessionStore | None
+    context_trust: Literal["enforce", "off"]
 
 
 class DeepAgent(Wrapper[OutputT]):
@@ -115,6 +117,8 @@ class DeepAgent(Wrapper[OutputT]):
         sessions: a durable session store, as for `Agent` (SPEC §14); it replaces ``checkpointer``.
         modes: a mode router, as for `Agent`: per turn only the mode's tools (built-in ones included: list
             ``"read_file"``, ``"write_todos"``, ... in ``allowed_tools`` to keep them) and the mode instruction.
+        context_trust: ``"enforce"`` wraps every tool result (built-in file tools and ``task`` answers included)
+            as a data block in the history, as for `Agent`. Default ``"off"``.
 
     Raises:
         UserError: approval without a checkpointer, a backend class or factory instead of an instance, a bad
@@ -160,6 +164,7 @@ class DeepAgent(Wrapper[OutputT]):
         modes: ModeRouter | None = None,
         retries: int = 2,
         sessions: SessionStore | None = None,
+        context_trust: Literal["enforce", "off"] = "off",
         **unknown: Never,
     ) -> None:
         reject_unknown(unknown, owner="DeepAgent", known=keyword_names(DeepAgent.__init__))
@@ -194,6 +199,9 @@ class DeepAgent(Wrapper[OutputT]):
 
             self._mode_middleware.append(ModeMiddleware(modes))
         self.store = store
+        self._trust = context_trust_middleware(context_trust, owner="DeepAgent")
+        self.context_trust = context_trust
+        self._trust_instruction = TRUST_INSTRUCTION if self._trust else None
         self._graph: Graph | None = None
         self._rebuild()
 
@@ -248,6 +256,7 @@ class DeepAgent(Wrapper[OutputT]):
                 TodoListMiddleware(),
                 # With sessions the session middleware is the repair step (a ThreadRepair that also steers).
                 *self._repair,
+                *self._trust,
                 *self.middleware,
                 *self._mode_middleware,
                 *self._guards,

@@ -14,6 +14,9 @@ Every wrapper (Agent, DeepAgent, JevToolCaller) runs its graph with ``**stream_k
   turn's first model call, at the root namespace;
 - custom: every ``custom`` part (``get_stream_writer()`` data) as ``{"kind": "custom", "data"}``, with the
   ``namespace`` when a subgraph wrote it; always on, since a writer only writes when asked to;
+- original tool output (``context_trust="enforce"``): the custom part `trust_part` that context trust writes
+  before it wraps a result is never a chunk; it becomes the ``output`` of that call's tool ``end`` chunk, so the
+  stream shows what the tool said while the history holds the wrapped form;
 - interrupts: ``updates["__interrupt__"]`` at any namespace, deduplicated by interrupt id and emitted
   by ``finish()`` as one chunk (an interrupt ends the run, so it is always the last chunk; collecting
   them first is what turns several pending interrupts into one batch).
@@ -33,7 +36,16 @@ from ai_utils.client import CustomEvent, ModeEvent, StreamChunk, SubagentEvent, 
 from ai_utils.streaming._closing import Closing
 from ai_utils.streaming._interrupts import interrupt_chunk
 
-__all__ = ["REPAIR_KEY", "STEER_KEY", "ChunkAdapter", "aadapt", "adapt", "mode_part", "stream_kwargs"]
+__all__ = [
+    "REPAIR_KEY",
+    "STEER_KEY",
+    "ChunkAdapter",
+    "aadapt",
+    "adapt",
+    "mode_part",
+    "stream_kwargs",
+    "trust_part",
+]
 
 REPAIR_KEY = "ai_utils_repair"
 """``ToolMessage.response_metadata`` key of a result written by the thread-repair step (`ai_utils._run.repair`)."""
@@ -43,11 +55,17 @@ STEER_KEY = "ai_utils_steer"
 
 # Marks the custom stream part that announces a turn's mode, so it is told apart from user writer events.
 _MODE_PART = "__ai_utils_mode__"
+_TRUST_PART = "__ai_utils_trust__"
 
 
 def mode_part(mode: str, tools: list[str]) -> dict[str, Any]:
     """The custom stream part a graph writes (``runtime.stream_writer``) to announce the turn's mode."""
     return {_MODE_PART: True, "mode": mode, "tools": tools}
+
+
+def trust_part(tool_call_id: str, output: str) -> dict[str, Any]:
+    """The custom stream part context trust writes with a tool's original output before wrapping it."""
+    return {_TRUST_PART: True, "id": tool_call_id, "output": output}
 
 
 def stream_kwargs() -> dict[str, Any]:
@@ -95,6 +113,7 @@ class ChunkAdapter:
         "_fresh",
         "_held",
         "_interrupts",
+        "_originals",
         "_started",
         "_text_nodes",
         "show_reasoning",
@@ -116,6 +135,8 @@ class ChunkAdapter:
         self._text_nodes = None if text_nodes is None else frozenset(text_nodes)
         self._started: set[str] = set()
         self._ended: set[str] = set()
+        # Original outputs of results context trust wrapped, by tool call id, until their "end" chunk.
+        self._originals: dict[str, str] = {}
         # Results the model node itself wrote (the mode router's refusals), held until that node's update has
         # announced their calls, so a tool's "end" never comes before its "start".
         self._held: list[ToolEvent] = []
@@ -155,6 +176,10 @@ class ChunkAdapter:
                 return []
             mode: ModeEvent = {"kind": "mode", "mode": data["mode"], "tools": list(data["tools"])}
             return [mode]
+        if isinstance(data, dict) and data.get(_TRUST_PART) is True:
+            if self.show_tool_calls and not ns:
+                self._originals[str(data["id"])] = str(data["output"])
+            return []
         event: CustomEvent = {"kind": "custom", "data": data}
         if ns:
             event["namespace"] = list(ns)
@@ -202,12 +227,13 @@ class ChunkAdapter:
             and message.tool_call_id not in self._ended
         ):
             self._ended.add(message.tool_call_id)
+            original = self._originals.pop(message.tool_call_id, None)
             end: ToolEvent = {
                 "kind": "tool",
                 "phase": "end",
                 "tool_name": message.name or "",
                 "id": message.tool_call_id,
-                "output": message.text,
+                "output": message.text if original is None else original,
                 "status": message.status,
             }
             if (
