@@ -26,13 +26,24 @@ from ai_utils.client import ErrorEvent
 from ai_utils.exceptions import AiUtilsError, UserError
 from ai_utils.streaming._closing import Closing
 
-__all__ = ["ErrorHook", "ErrorLine", "andjson_lines", "encode_chunk", "error_event", "error_status", "ndjson_lines"]
+__all__ = [
+    "PASS_THROUGH",
+    "ErrorHook",
+    "ErrorLine",
+    "andjson_lines",
+    "encode_chunk",
+    "error_event",
+    "error_line",
+    "error_status",
+    "failure_event",
+    "ndjson_lines",
+]
 
 ErrorHook = Callable[[BaseException, ErrorEvent], ErrorEvent]
 """``on_error(exc, event) -> event``: the error line to send instead of ``event`` (e.g. your own message)."""
 
 # Never turned into an error line: closing a generator and cancelling a task must work as usual.
-_PASS_THROUGH = (GeneratorExit, asyncio.CancelledError)
+PASS_THROUGH = (GeneratorExit, asyncio.CancelledError)
 
 _log = logging.getLogger("ai_utils.streaming")
 
@@ -109,7 +120,17 @@ class ErrorLine(bytes):
     status: int
 
 
-def _error_line(exc: BaseException, *, expose: bool, on_error: ErrorHook | None) -> ErrorLine:
+def failure_event(exc: BaseException, *, expose: bool = False, on_error: ErrorHook | None = None) -> ErrorEvent:
+    """Log a failure once and build the error object a client gets for it (any wire format).
+
+    Args:
+        exc: the exception that stopped the stream (or the request).
+        expose: send the message of an exception that is not an `AiUtilsError` (else generic + ``error_id``).
+        on_error: ``(exc, event) -> event``, to change the object.
+
+    Returns:
+        The ``ErrorEvent``; `UserError`s are logged at WARNING without a traceback, anything else at ERROR.
+    """
     if isinstance(exc, UserError):
         _log.warning("stream refused: %s: %s", type(exc).__name__, exc)
         event = error_event(exc)
@@ -122,14 +143,23 @@ def _error_line(exc: BaseException, *, expose: bool, on_error: ErrorHook | None)
         event = error_event(exc, expose=expose, error_id=error_id)
     if on_error is not None:
         event = on_error(exc, event)
+    return event
+
+
+def error_line(event: ErrorEvent, status: int) -> ErrorLine:
+    """``event`` as an encoded `ErrorLine` that calls for ``status`` if it is the first line of a response."""
     line = ErrorLine(_dumps(event))
-    line.status = error_status(exc)
+    line.status = status
     return line
+
+
+def _error_line(exc: BaseException, *, expose: bool, on_error: ErrorHook | None) -> ErrorLine:
+    return error_line(failure_event(exc, expose=expose, on_error=on_error), error_status(exc))
 
 
 def _final_line(exc: BaseException, expose: bool, on_error: ErrorHook | None) -> ErrorLine:
     """The error line that ends a failed stream; closing the generator or cancelling the task goes on as usual."""
-    if isinstance(exc, _PASS_THROUGH):
+    if isinstance(exc, PASS_THROUGH):
         raise exc
     return _error_line(exc, expose=expose, on_error=on_error)
 
