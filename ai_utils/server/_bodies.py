@@ -73,7 +73,7 @@ def _ndjson(body: dict[str, Any], session: bool) -> RunRequest:
     )
     unknown = sorted(set(body) - set(known))
     if unknown:
-        refuse(400, f"Unknown field(s) {unknown}; the body takes {', '.join(known)}.")
+        refuse(400, f"Unknown field(s) in the body ({len(unknown)}); it takes only {', '.join(known)}.")
     text = body.get("input")
     if text is not None and not isinstance(text, str):
         refuse(400, "`input` must be a string (the user's message).")

@@ -148,8 +148,7 @@ def parse_cursor(value: str | None, what: str = "cursor") -> int | None:
     if value is None:
         return None
     if not _CURSOR.fullmatch(value) or int(value) > _MAX_CURSOR:
-        shown = value if len(value) <= 40 else value[:40] + "..."
-        refuse(400, f"{what} {shown!r} is not a cursor: send the last cursor you read, a whole number >= 0.")
+        refuse(400, f"`{what}` must be the last cursor you read: a whole number from 0 to 2**63 - 1.")
     return int(value)
 
 

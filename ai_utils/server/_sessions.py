@@ -83,7 +83,7 @@ class _Sessions:
         if self.protocol == "ndjson":
             body = await read_json(request, self.max_body_bytes, required=False)
             if body:
-                refuse(400, f"Unknown field(s) {sorted(body)}; creating a session takes an empty body.")
+                refuse(400, "Unknown field(s) in the body; creating a session takes an empty body.")
             session_id = uuid.uuid4().hex
             if not await blocking(self.store, self.owners.claim, session_id, owner):  # pragma: no cover - a new uuid
                 refuse(500, "Could not create a session; try again.")
@@ -127,7 +127,7 @@ class _Sessions:
         body = await read_json(request, self.max_body_bytes)
         unknown = sorted(set(body) - set(_STEER_KEYS))
         if unknown:
-            refuse(400, f"Unknown field(s) {unknown}; a steer takes text and message_id.")
+            refuse(400, "Unknown field(s) in the body; a steer takes text, message_id and context.")
         text, message_id = body.get("text"), body.get("message_id")
         if not isinstance(text, str) or not text.strip():
             refuse(400, "`text` must be a non-empty string.")
@@ -143,7 +143,7 @@ class _Sessions:
         session_id = await self._owned(request, actor)
         body = await read_json(request, self.max_body_bytes, required=False)
         if body:
-            refuse(400, f"Unknown field(s) {sorted(body)}; a cancel takes an empty body.")
+            refuse(400, "Unknown field(s) in the body; a cancel takes an empty body.")
         session = await self._open(session_id, None)
         await blocking(self.store, session.cancel)
         return JSONResponse({"session_id": session_id, "cancelled": True}, status_code=202)

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from _services import require_node_package
+from _ui_samples import SECRET
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from starlette.applications import Starlette
@@ -29,7 +30,6 @@ from ai_utils import Actor, Agent, durable_tool, sqlite_sessions
 from ai_utils.sessions import SessionStore
 from ai_utils.testing import FunctionChatModel
 
-SECRET = "password=hunter2"
 TOKENS = {"alice-token": Actor(user_id="alice"), "bob-token": Actor(user_id="bob", tenant_id="acme")}
 
 
@@ -40,7 +40,7 @@ class Outbox:
         self.sent: list[dict[str, str]] = []
 
 
-def authenticate(request: Request) -> Actor | None:
+def check_token(request: Request) -> Actor | None:
     """The bearer token's actor, or ``None`` (401)."""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     return TOKENS.get(token) if scheme.lower() == "bearer" else None
@@ -89,6 +89,12 @@ def make_tools(outbox: Outbox) -> list[Any]:
         return f"value of {key}"
 
     return [send_mail, lookup]
+
+
+@pytest.fixture
+def authenticate() -> Callable[[Request], Actor | None]:
+    """``authenticate=`` for the routes: ``Authorization: Bearer alice-token`` (or ``bob-token``)."""
+    return check_token
 
 
 @pytest.fixture
