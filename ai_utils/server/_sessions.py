@@ -25,8 +25,11 @@ _STEER_KEYS = ("text", "message_id", "context")
 class _Sessions:
     """The endpoints of one agent's session routes (one object, so each route is a short method)."""
 
-    def __init__(self, agent: Any, protocol: Protocol, max_body_bytes: int, context: ContextHook | None) -> None:
+    def __init__(
+        self, agent: Any, base: str, protocol: Protocol, max_body_bytes: int, context: ContextHook | None
+    ) -> None:
         self.agent = agent
+        self.base = base
         self.store = agent.sessions
         self.owners = Owners(self.store, str(agent.name))
         self.protocol = protocol
@@ -87,7 +90,8 @@ class _Sessions:
             session_id = uuid.uuid4().hex
             if not await blocking(self.store, self.owners.claim, session_id, owner):  # pragma: no cover - a new uuid
                 refuse(500, "Could not create a session; try again.")
-            return JSONResponse({"session_id": session_id}, status_code=201, headers={"Location": session_id})
+            location = f"{self.base}/{session_id}"
+            return JSONResponse({"session_id": session_id}, status_code=201, headers={"Location": location})
         run = parse_body(self.protocol, await read_json(request, self.max_body_bytes), session=True)
         assert run.thread_id is not None
         if not await blocking(self.store, self.owners.claim, run.thread_id, owner):
@@ -198,8 +202,8 @@ def session_routes(
     path = check_options("session_routes", path, protocol, max_body_bytes, authenticate, context)
     if getattr(agent, "sessions", None) is None:
         raise UserError("session_routes(agent) needs an agent built with sessions= (e.g. sqlite_sessions(path)).")
-    routes = _Sessions(agent, protocol, max_body_bytes, context)
     base = "" if path == "/" else path
+    routes = _Sessions(agent, base, protocol, max_body_bytes, context)
     item = base + "/{session_id}"
     return [
         route(base or "/", routes.create, ("POST",), authenticate, f"session_create:{path}"),

@@ -22,7 +22,6 @@ tests validate every emitted event against its models.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from typing import Any
 
@@ -30,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from ai_utils._optional import missing_extra
 from ai_utils.client import Decision, ErrorEvent, InterruptEvent
-from ai_utils.streaming._encode import encode_chunk
-from ai_utils.streaming._ui import Event, UIEncoder, aevents, turn_error
+from ai_utils.streaming._encode import encode_chunk, json_value
+from ai_utils.streaming._ui import Event, UIEncoder, aevents, fresh_id, turn_error
 
 try:
     from ag_ui.core import EventType
@@ -59,6 +58,8 @@ _REASONING_CONTENT = EventType.REASONING_MESSAGE_CONTENT.value
 _REASONING_MESSAGE_END = EventType.REASONING_MESSAGE_END.value
 _REASONING_END = EventType.REASONING_END.value
 _CUSTOM = EventType.CUSTOM.value
+# The SSE frame of a TEXT_MESSAGE_CONTENT event up to its delta (keys in the order the dict form has them).
+_DELTA_PREFIX = b'data: {"type":"' + _TEXT_CONTENT.encode() + b'","messageId":%s,"delta":'
 
 
 class ApprovalPayload(BaseModel):
@@ -116,8 +117,8 @@ class AgUiEncoder(UIEncoder):
 
     def __init__(self, *, thread_id: str | None = None, run_id: str | None = None, session: bool = False) -> None:
         super().__init__()
-        self.thread_id = thread_id or uuid.uuid4().hex
-        self.run_id = run_id or uuid.uuid4().hex
+        self.thread_id = thread_id or fresh_id("thread")
+        self.run_id = run_id or fresh_id("run")
         self.session = session
         self.run_open = False
         self.ran = False
@@ -135,7 +136,7 @@ class AgUiEncoder(UIEncoder):
         ]
 
     def _in_run(self) -> list[Event]:
-        return [] if self.run_open else self._start_run(None if not self.ran else uuid.uuid4().hex)
+        return [] if self.run_open else self._start_run(None if not self.ran else fresh_id("run"))
 
     def on_text(self, text: str) -> list[Event]:
         if self.text_id is not None:
@@ -144,13 +145,14 @@ class AgUiEncoder(UIEncoder):
         if self.reasoning_id is not None:
             out += self.on_reasoning_end()
         self.text_id = self.message_id = self.new_id()
+        self.delta_prefix = _DELTA_PREFIX % json_value(self.text_id)
         out.append({"type": _TEXT_START, "messageId": self.text_id, "role": "assistant"})
         out.append({"type": _TEXT_CONTENT, "messageId": self.text_id, "delta": text})
         return out
 
     def on_text_end(self) -> list[Event]:
         event = {"type": _TEXT_END, "messageId": self.text_id}
-        self.text_id = None
+        self.text_id = self.delta_prefix = None
         return [event]
 
     def on_reasoning(self, text: str) -> list[Event]:
@@ -245,10 +247,10 @@ class AgUiEncoder(UIEncoder):
 
     def on_turn_start(self, chunk: Mapping[str, Any]) -> list[Event]:
         out = self._finish() if self.run_open else []
-        return out + self._start_run(str(chunk.get("turn_id") or uuid.uuid4().hex))
+        return out + self._start_run(str(chunk.get("turn_id") or fresh_id("run")))
 
     def on_turn_resume(self, chunk: Mapping[str, Any]) -> list[Event]:
-        out = [] if self.run_open else self._start_run(str(chunk.get("turn_id") or uuid.uuid4().hex))
+        out = [] if self.run_open else self._start_run(str(chunk.get("turn_id") or fresh_id("run")))
         return out + self.on_other("turn_resume", {k: v for k, v in chunk.items() if k != "kind"})
 
     def on_turn_end(self, chunk: Mapping[str, Any]) -> list[Event]:

@@ -36,6 +36,7 @@ __all__ = [
     "error_line",
     "error_status",
     "failure_event",
+    "json_value",
     "ndjson_lines",
 ]
 
@@ -59,11 +60,18 @@ def _dumps_stdlib(chunk: Any) -> bytes:
     return (json.dumps(chunk, ensure_ascii=False, separators=(",", ":"), default=_fallback) + "\n").encode()
 
 
+def _value_stdlib(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_fallback).encode()
+
+
 _dumps: Callable[[Any], bytes]
+json_value: Callable[[Any], bytes]
+"""``value`` as compact UTF-8 JSON with no newline (what an SSE frame carries), with the line encoder's fallbacks."""
 try:
     import orjson
 except ImportError:  # pragma: no cover - orjson comes with langsmith; the stdlib path is tested directly
     _dumps = _dumps_stdlib
+    json_value = _value_stdlib
 else:
     _OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
 
@@ -73,7 +81,14 @@ else:
         except TypeError:  # what orjson refuses (integers beyond 64 bits) the stdlib writes, as ai_utils._json
             return _dumps_stdlib(chunk)
 
+    def _value_orjson(value: Any) -> bytes:
+        try:
+            return orjson.dumps(value, default=_fallback, option=orjson.OPT_NON_STR_KEYS)
+        except TypeError:
+            return _value_stdlib(value)
+
     _dumps = _dumps_orjson
+    json_value = _value_orjson
 
 
 def encode_chunk(chunk: Any) -> bytes:

@@ -12,24 +12,37 @@ SSE ``id:`` of the line's last event, so a reconnect (``Last-Event-ID`` / ``?cur
 
 from __future__ import annotations
 
+import itertools
+import os
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeAlias
 
 import anyio
 
 from ai_utils.client import ErrorEvent, InterruptEvent, ToolEvent
 from ai_utils.streaming._closing import Closing
-from ai_utils.streaming._encode import (
-    PASS_THROUGH,
-    ErrorHook,
-    encode_chunk,
-    error_line,
-    error_status,
-    failure_event,
-)
+from ai_utils.streaming._encode import PASS_THROUGH, ErrorHook, error_line, error_status, failure_event, json_value
 
-__all__ = ["Event", "UIEncoder", "aencode_events", "aevents", "is_stream_line", "sse_frame", "turn_error"]
+_text_json: Callable[[str], bytes]
+try:
+    from orjson import dumps as _text_json
+except ImportError:  # pragma: no cover - orjson comes with langsmith
+    _text_json = json_value
+
+__all__ = ["Event", "UIEncoder", "fresh_id", "aencode_events", "aevents", "is_stream_line", "sse_frame", "turn_error"]
+
+# Ids an encoder makes up (message ids, a run id nobody gave) need only be unique: a random prefix per process and
+# a counter cost nothing per response, where a uuid4 per id costs a system call each.
+_PROCESS = [uuid.uuid4().hex[:10]]
+_COUNTER = itertools.count(1)
+os.register_at_fork(after_in_child=lambda: _PROCESS.__setitem__(0, uuid.uuid4().hex[:10]))
+
+
+def fresh_id(kind: str = "msg") -> str:
+    """An id unique across processes and responses, e.g. ``msg-3f2a9c01b7-42``."""
+    return f"{kind}-{_PROCESS[0]}-{next(_COUNTER)}"
+
 
 Event: TypeAlias = dict[str, Any]
 """One protocol event: a JSON object in the protocol's own (camelCase) field names."""
@@ -47,9 +60,10 @@ def sse_frame(event: Event | str, cursor: int | None = None) -> bytes:
         event: the event (a JSON object), or a literal data text such as ``"[DONE]"``.
         cursor: the SSE event id, when the event ends a stored line.
     """
-    data = event.encode() if isinstance(event, str) else encode_chunk(event)[:-1]
-    head = b"data: " if cursor is None else b"id: %d\ndata: " % cursor
-    return head + data + b"\n\n"
+    data = event.encode() if isinstance(event, str) else json_value(event)
+    if cursor is None:
+        return b"data: " + data + b"\n\n"
+    return b"id: %d\ndata: " % cursor + data + b"\n\n"
 
 
 def turn_error(chunk: Mapping[str, Any]) -> ErrorEvent:
@@ -74,11 +88,15 @@ class UIEncoder:
 
     Subclasses implement the ``on_*`` hooks; the base tracks the open text and reasoning parts, the tool
     calls shown as started and not yet ended (to tie an approval to its call), and whether the terminal event
-    was sent (`done`: later chunks give no events).
+    was sent (`done`: later chunks give no events). While a text part is open, ``delta_prefix`` is its text
+    event's SSE frame up to the delta's value: a token then costs one JSON string encoding (`aencode_events`),
+    as an NDJSON line does.
     """
 
+    delta_prefix: bytes | None = None
+
     def __init__(self) -> None:
-        self._prefix = f"msg-{uuid.uuid4().hex[:10]}-"
+        self._prefix = f"{fresh_id()}-"
         self._count = 0
         self.cursor: int | None = None
         self.done = False
@@ -239,6 +257,14 @@ async def aevents(encoder: UIEncoder, source: AsyncIterable[Any] | Iterable[Any]
             yield event
 
 
+def _frames(events: list[Event], cursor: int | None) -> bytes:
+    """The SSE frames of one chunk's events; the last one carries the chunk's cursor as its ``id``."""
+    frames = [b"data: " + json_value(event) + b"\n\n" for event in events]
+    if cursor is not None:
+        frames[-1] = b"id: %d\n" % cursor + frames[-1]
+    return frames[0] if len(frames) == 1 else b"".join(frames)
+
+
 async def aencode_events(
     encoder: UIEncoder,
     lines: AsyncIterable[Any],
@@ -255,27 +281,33 @@ async def aencode_events(
     """
     iterator = aiter(lines)
     sent = False
+    prefix = None  # the encoder's delta_prefix, read again after every feed (the only thing that changes it)
     async with Closing(iterator):
         try:
             async for item in iterator:
+                if prefix is not None and isinstance(item, str) and item:  # the hot path: one more token
+                    try:
+                        text = _text_json(item)
+                    except TypeError:  # what orjson refuses takes the NDJSON lines' fallback
+                        text = json_value(item)
+                    yield prefix + text + b"}\n\n"
+                    continue
                 if is_stream_line(item):
                     cursor: int | None = item["cursor"]
                     events = encoder.feed(item["chunk"], cursor)
                 else:
                     cursor, events = None, encoder.feed(item)
+                prefix = encoder.delta_prefix
                 if events:
                     sent = True
-                    *head, tail = events
-                    for event in head:
-                        yield sse_frame(event)
-                    yield sse_frame(tail, cursor)
+                    yield _frames(events, cursor)  # one body part per chunk, however many events it made
                 if encoder.done:
                     break
             else:
                 events = encoder.close()
                 sent = sent or bool(events)
-                for event in events:
-                    yield sse_frame(event)
+                if events:
+                    yield _frames(events, None)
         except BaseException as exc:
             if isinstance(exc, PASS_THROUGH):
                 raise
@@ -283,7 +315,6 @@ async def aencode_events(
             if not sent:
                 yield error_line(error, error_status(exc))
                 return
-            for event in encoder.fail(error):
-                yield sse_frame(event)
+            yield _frames(encoder.fail(error), None)
         if last:
             yield last

@@ -17,12 +17,12 @@ header ``x-vercel-ai-ui-message-stream: v1`` and ``data: [DONE]`` at the end, as
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterable, Mapping
 from typing import Any
 
 from ai_utils.client import ErrorEvent, InterruptEvent
-from ai_utils.streaming._ui import Event, UIEncoder, aevents, turn_error
+from ai_utils.streaming._encode import json_value
+from ai_utils.streaming._ui import Event, UIEncoder, aevents, fresh_id, turn_error
 
 __all__ = ["VERCEL_HEADERS", "VercelEncoder", "to_vercel_ai"]
 
@@ -60,7 +60,7 @@ class VercelEncoder(UIEncoder):
         if self.started:
             return []
         self.started = True
-        self.message_id = self.message_id or message_id or uuid.uuid4().hex
+        self.message_id = self.message_id or message_id or fresh_id()
         return [{"type": "start", "messageId": self.message_id}]
 
     def on_text(self, text: str) -> list[Event]:
@@ -70,13 +70,14 @@ class VercelEncoder(UIEncoder):
         if self.reasoning_id is not None:
             out += self.on_reasoning_end()
         self.text_id = self.new_id()
+        self.delta_prefix = b'data: {"type":"text-delta","id":%s,"delta":' % json_value(self.text_id)
         out.append({"type": "text-start", "id": self.text_id})
         out.append({"type": "text-delta", "id": self.text_id, "delta": text})
         return out
 
     def on_text_end(self) -> list[Event]:
         event = {"type": "text-end", "id": self.text_id}
-        self.text_id = None
+        self.text_id = self.delta_prefix = None
         return [event]
 
     def on_reasoning(self, text: str) -> list[Event]:

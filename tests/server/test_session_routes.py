@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 from conftest import LiveServer
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
-from ai_utils import Agent, durable_tool, session_routes, sqlite_sessions
+from ai_utils import Agent, durable_tool, postgres_sessions, session_routes, sqlite_sessions
 from ai_utils.sessions import SessionStore
 from ai_utils.testing import FunctionChatModel
 
@@ -142,3 +143,25 @@ def test_cancel_ends_the_running_turn_as_cancelled(server: httpx.Client, release
     assert tool_end["phase"] == "end" and tool_end["status"] == "error"
     assert [line["cursor"] for line in started + rest] == list(range(1, len(started) + len(rest) + 1))
     assert server.post(f"{API}/{sid}/cancel", headers={**JSON, **BOB}).status_code == 404
+
+
+def test_owners_are_kept_in_a_postgres_store_too(
+    serve: Callable[[Any], LiveServer], app: Any, authenticate: Any, postgres_uri: str
+) -> None:
+    store = postgres_sessions(postgres_uri, lease_seconds=5)
+    try:
+        agent = Agent(llm=FunctionChatModel(lambda messages, tools: "Hallo."), sessions=store, name="pg-support")
+        live = serve(app(session_routes(agent, authenticate=authenticate, protocol="vercel-ai")))
+        body = {
+            "id": f"pg-{uuid.uuid4().hex}",
+            "messages": [{"id": "u-1", "role": "user", "parts": [{"type": "text", "text": "Hi"}]}],
+        }
+        with httpx.Client(base_url=live.base_url, timeout=30) as http:
+            first = http.post("/sessions", json=body, headers=ALICE)
+            assert first.status_code == 200 and '"delta":"Hallo."' in first.text
+            taken = http.post("/sessions", json=body, headers=BOB)  # the same chat id, another user
+            assert taken.status_code == 404 and taken.json()["type"] == "NotFound"
+            assert http.get(f"/sessions/{body['id']}/stream?cursor=0", headers=BOB).status_code == 404
+            assert http.get(f"/sessions/{body['id']}/stream?cursor=0", headers=ALICE).status_code == 200
+    finally:
+        store.close()  # type: ignore[attr-defined]
