@@ -281,11 +281,11 @@ async def aencode_events(
     """
     iterator = aiter(lines)
     sent = False
-    prefix = None  # the encoder's delta_prefix, read again after every feed (the only thing that changes it)
+    prefix = b""  # the encoder's delta_prefix, read again after every feed (the only thing that changes it)
     async with Closing(iterator):
         try:
             async for item in iterator:
-                if prefix is not None and isinstance(item, str) and item:  # the hot path: one more token
+                if prefix and isinstance(item, str):  # the hot path: one more token of open text
                     try:
                         text = _text_json(item)
                     except TypeError:  # what orjson refuses takes the NDJSON lines' fallback
@@ -297,7 +297,7 @@ async def aencode_events(
                     events = encoder.feed(item["chunk"], cursor)
                 else:
                     cursor, events = None, encoder.feed(item)
-                prefix = encoder.delta_prefix
+                prefix = encoder.delta_prefix or b""
                 if events:
                     sent = True
                     yield _frames(events, cursor)  # one body part per chunk, however many events it made
