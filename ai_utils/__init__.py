@@ -109,6 +109,7 @@ _LAZY: dict[str, str] = {
     "aconsume_stream": "ai_utils.gateway",
     "aextract": "ai_utils.magic",
     "agenerate_images": "ai_utils.modalities",
+    "agent_routes": "ai_utils.server",
     "agent_step": "ai_utils.loops",
     "allow_read": "ai_utils.deep",
     "allow_write": "ai_utils.deep",
@@ -180,12 +181,15 @@ _LAZY: dict[str, str] = {
     "score": "ai_utils.jev",
     "sequence_model": "ai_utils.testing",
     "session": "ai_utils.streaming",
+    "session_routes": "ai_utils.server",
     "sqlite_saver": "ai_utils.memory",
     "sqlite_sessions": "ai_utils.sessions",
     "static_model": "ai_utils.testing",
     "structure": "ai_utils.magic",
     "summarize": "ai_utils.magic",
     "tavily_search_tool": "ai_utils.tools.tavily",
+    "to_ag_ui": "ai_utils.streaming",
+    "to_vercel_ai": "ai_utils.streaming",
     "tool_allowlist": "ai_utils.gateway",
     "tool_step": "ai_utils.loops",
     "truncate_for_audit": "ai_utils.gateway",
@@ -357,6 +361,7 @@ if TYPE_CHECKING:
         jev_route_classifier,
         resolve_model_route,
     )
+    from ai_utils.server import agent_routes, session_routes
     from ai_utils.sessions import (
         Session,
         SessionStore,
@@ -366,7 +371,7 @@ if TYPE_CHECKING:
         postgres_sessions,
         sqlite_sessions,
     )
-    from ai_utils.streaming import StreamResponse, asession, log_chunk, session
+    from ai_utils.streaming import StreamResponse, asession, log_chunk, session, to_ag_ui, to_vercel_ai
     from ai_utils.testing import (
         FakeChatModel,
         FakeJevServer,
@@ -476,6 +481,7 @@ __all__ = [
     "aconsume_stream",
     "aextract",
     "agenerate_images",
+    "agent_routes",
     "agent_step",
     "allow_read",
     "allow_write",
@@ -547,12 +553,15 @@ __all__ = [
     "score",
     "sequence_model",
     "session",
+    "session_routes",
     "sqlite_saver",
     "sqlite_sessions",
     "static_model",
     "structure",
     "summarize",
     "tavily_search_tool",
+    "to_ag_ui",
+    "to_vercel_ai",
     "tool_allowlist",
     "tool_step",
     "truncate_for_audit",

@@ -4,6 +4,9 @@ Ours: ``Agent.astream(...)`` -> client chunks -> ``encode_chunk`` bytes. Anchor:
 plain ``create_agent`` graph, ``graph.astream(stream_mode="messages")``, ``orjson.dumps`` of each non-empty
 text (what a hand-written endpoint sends). No checkpointer on either side; a 200-word answer streamed word by
 word, so both paths yield 200 lines.
+
+The UI protocol encoders (AG-UI, the Vercel AI UI message stream) are compared with our NDJSON encoder as the
+routes run them: the async line generator over the same chunk source (`aencode_events` vs `andjson_lines`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from langchain_core.messages import HumanMessage
 
 from ai_utils import Agent
 from ai_utils.client import ToolEvent
-from ai_utils.streaming import encode_chunk
+from ai_utils.streaming import andjson_lines, encode_chunk
+from ai_utils.streaming._ag_ui import AgUiEncoder
+from ai_utils.streaming._ui import UIEncoder, aencode_events
+from ai_utils.streaming._vercel import VercelEncoder
 
 CHUNKS = 200
 ENCODES = 2000
@@ -111,6 +117,7 @@ def metrics() -> list[Metric]:
             unit="µs",
             note="from the call to the first encoded text line; the stream is closed afterwards (untimed).",
         ),
+        *encoder_metrics(event, batch),
         Metric(
             "encode_chunk / orjson.dumps",
             measure=per_encode,
@@ -119,3 +126,53 @@ def metrics() -> list[Metric]:
             note="9 text chunks + 1 tool event, per chunk; encode_chunk adds the newline and the fallback.",
         ),
     ]
+
+
+def _route_lines(chunks: list[Any], encoder: type[UIEncoder] | None) -> Any:
+    """A sample: the route's line generator over ``chunks`` (NDJSON when ``encoder`` is None)."""
+
+    async def source() -> Any:
+        for chunk in chunks:
+            yield chunk
+
+    async def sample() -> None:
+        lines = andjson_lines(source()) if encoder is None else aencode_events(encoder(), source())
+        async for _line in lines:
+            pass
+
+    return sample
+
+
+def encoder_metrics(start: ToolEvent, mixed: list[Any]) -> list[Metric]:
+    """AG-UI and Vercel AI vs NDJSON per chunk: a turn (gated), and a tool call every 10 chunks (report only)."""
+    end: ToolEvent = {
+        "kind": "tool",
+        "phase": "end",
+        "tool_name": "add",
+        "id": "call_1",
+        "output": "5",
+        "status": "success",
+    }
+    turn: list[Any] = [start, end, *(f"{word} " for word in LONG_REPLY.split())]
+    rows = []
+    for name, encoder in (("AG-UI", AgUiEncoder), ("Vercel AI", VercelEncoder)):
+        rows.append(
+            Metric(
+                f"{name} encoder µs/chunk / NDJSON encoder (route line generators)",
+                ours=_route_lines(turn, encoder),
+                anchor=_route_lines(turn, None),
+                target=1.3,
+                note="a turn: one tool call (start, end) and a 200-word answer.",
+            )
+        )
+        rows.append(
+            Metric(
+                f"{name} encoder µs/chunk / NDJSON encoder, a tool call every 10 chunks",
+                ours=_route_lines(mixed, encoder),
+                anchor=_route_lines(mixed, None),
+                target=None,
+                note="report only: a tool start is several events (AG-UI: close the text, start, args, end) and the "
+                "text part is reopened after it.",
+            )
+        )
+    return rows

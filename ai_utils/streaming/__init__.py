@@ -1,7 +1,8 @@
-"""Streaming: graph stream -> client chunks, NDJSON over HTTP, and console helpers.
+"""Streaming: graph stream -> client chunks, NDJSON / AG-UI / Vercel AI encoders, and console helpers.
 
-Imports lazily (PEP 562): the chunk adapter and the encoder need no extra; ``StreamResponse`` needs
-Starlette and ``log_chunk``/``session`` need rich (extra ``server``), loaded on first access.
+Imports lazily (PEP 562): the chunk adapter and the encoders need no extra but ``to_ag_ui`` (``ag-ui-protocol``);
+``StreamResponse`` needs Starlette and ``log_chunk``/``session`` need rich (extra ``server``), loaded on first
+access.
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ _LAZY: dict[str, str] = {
     "ndjson_lines": "ai_utils.streaming._encode",
     "parse_decision": "ai_utils.streaming.console",
     "session": "ai_utils.streaming.console",
+    "to_ag_ui": "ai_utils.streaming._ag_ui",
+    "to_vercel_ai": "ai_utils.streaming._vercel",
 }
 
 if TYPE_CHECKING:
+    from ai_utils.streaming._ag_ui import to_ag_ui
     from ai_utils.streaming._encode import andjson_lines, encode_chunk, ndjson_lines
+    from ai_utils.streaming._vercel import to_vercel_ai
     from ai_utils.streaming.console import asession, log_chunk, parse_decision, session
     from ai_utils.streaming.ndjson import StreamResponse
 
@@ -35,6 +40,8 @@ __all__ = [
     "ndjson_lines",
     "parse_decision",
     "session",
+    "to_ag_ui",
+    "to_vercel_ai",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)
