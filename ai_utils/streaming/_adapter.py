@@ -14,6 +14,9 @@ Every wrapper (Agent, DeepAgent, JevToolCaller) runs its graph with ``**stream_k
   turn's first model call, at the root namespace;
 - custom: every ``custom`` part (``get_stream_writer()`` data) as ``{"kind": "custom", "data"}``, with the
   ``namespace`` when a subgraph wrote it; always on, since a writer only writes when asked to;
+- actions (``Agent(actions=...)``): the custom parts its middleware writes (`ai_utils.streaming._directives`)
+  become ``action`` / ``follow_up`` chunks, and from the first one on the main agent's text goes through
+  `DirectiveLines`, so no ``!>``/``?>`` line reaches a text chunk;
 - interrupts: ``updates["__interrupt__"]`` at any namespace, deduplicated by interrupt id and emitted
   by ``finish()`` as one chunk (an interrupt ends the run, so it is always the last chunk; collecting
   them first is what turns several pending interrupts into one batch).
@@ -31,6 +34,7 @@ from langgraph.types import Interrupt
 
 from ai_utils.client import CustomEvent, ModeEvent, StreamChunk, SubagentEvent, ToolEvent
 from ai_utils.streaming._closing import Closing
+from ai_utils.streaming._directives import DIRECTIVE_PART, DirectiveLines, directive_chunk
 from ai_utils.streaming._interrupts import interrupt_chunk
 
 __all__ = ["REPAIR_KEY", "STEER_KEY", "ChunkAdapter", "aadapt", "adapt", "mode_part", "stream_kwargs"]
@@ -91,6 +95,7 @@ class ChunkAdapter:
     """
 
     __slots__ = (
+        "_directives",
         "_ended",
         "_fresh",
         "_held",
@@ -123,6 +128,8 @@ class ChunkAdapter:
         # step's rewrite), only these announce tool calls, not the history the rewrite repeats.
         self._fresh: set[str | None] = set()
         self._interrupts: dict[str, Interrupt] = {}
+        # Set once the graph announces an actions run: the main agent's text is then filtered line by line.
+        self._directives: DirectiveLines | None = None
 
     @property
     def interrupts(self) -> list[Interrupt]:
@@ -149,6 +156,13 @@ class ChunkAdapter:
         return []
 
     def _on_custom(self, ns: tuple[str, ...], data: object) -> list[StreamChunk]:
+        if isinstance(data, dict) and DIRECTIVE_PART in data:
+            if ns:
+                return []
+            if self._directives is None:
+                self._directives = DirectiveLines()
+            chunk = directive_chunk(data)
+            return [*self._flush(), chunk] if chunk is not None else self._flush()
         if isinstance(data, dict) and data.get(_MODE_PART) is True:
             # The mode announcement of `Agent(modes=...)`: a mode chunk (with show_tool_calls), never a custom one.
             if not self.show_tool_calls or ns:
@@ -166,7 +180,7 @@ class ChunkAdapter:
         Returns:
             ``[InterruptEvent]``, ``[InterruptBatch]`` or ``[]``.
         """
-        held: list[StreamChunk] = [*self._held]
+        held: list[StreamChunk] = [*self._flush(), *self._held]
         self._held.clear()
         chunk = interrupt_chunk(self.interrupts)
         return held if chunk is None else [*held, chunk]
@@ -190,7 +204,7 @@ class ChunkAdapter:
                     if block["type"] == "reasoning" and (reasoning := block.get("reasoning")):
                         out.append({"kind": "reasoning", "text": str(reasoning)})
             if text := message.text:
-                out.append(text)
+                out.extend(self._visible(text))
             return out
         if not ns and isinstance(message, HumanMessage) and STEER_KEY in message.response_metadata:
             return [{"kind": "user_message", "text": message.text, "id": str(message.response_metadata[STEER_KEY])}]
@@ -220,8 +234,19 @@ class ChunkAdapter:
             return [end]
         return []
 
+    def _visible(self, text: str) -> list[StreamChunk]:
+        """The main agent's text as it may be shown (directive lines held back and dropped)."""
+        if self._directives is not None:
+            text = self._directives.feed(text)
+        return [text] if text else []
+
+    def _flush(self) -> list[StreamChunk]:
+        """The held end of the reply that just ended (directive filtering only)."""
+        rest = self._directives.flush() if self._directives is not None else ""
+        return [rest] if rest else []
+
     def _on_updates(self, ns: tuple[str, ...], data: Mapping[str, Any]) -> list[StreamChunk]:
-        out: list[StreamChunk] = []
+        out: list[StreamChunk] = [] if ns or self._directives is None else self._flush()
         for node, update in data.items():
             if node == "__interrupt__":
                 for interrupt in update:
