@@ -35,16 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ai_utils.exceptions import ProviderError, UserError
 from ai_utils.llm._chat_model import StreamingMessageChatModel
 from ai_utils.llm._cli_prompt import excerpt, render_prompt, structured_instructions
-from ai_utils.llm._cli_tools import (
-    ReplyGate,
-    ToolReplyError,
-    as_chunk,
-    offered,
-    repair_messages,
-    repaired,
-    tool_instructions,
-    tool_reply,
-)
+from ai_utils.llm._cli_tools import ReplyGate, as_chunk, offered, settle, tool_instructions
 
 __all__ = ["CLIChatModel", "Reasoning", "ToolsNotSupportedError"]
 
@@ -248,25 +239,12 @@ class CLIChatModel(StreamingMessageChatModel):
         )
 
     def _message(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> AIMessage:
-        reply = self._reply(messages, kwargs)
-        tools, choice = offered(kwargs)
-        if not tools:
-            return reply
-        try:
-            return tool_reply(reply, tools, choice)
-        except ToolReplyError as error:
-            return repaired(self._reply(repair_messages(messages, reply, error), kwargs), error, tools, choice)
+        step = settle(messages, self._reply(messages, kwargs), kwargs)
+        return step if isinstance(step, AIMessage) else step.done(self._reply(step.messages, kwargs))
 
     async def _amessage(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> AIMessage:
-        reply = await self._areply(messages, kwargs)
-        tools, choice = offered(kwargs)
-        if not tools:
-            return reply
-        try:
-            return tool_reply(reply, tools, choice)
-        except ToolReplyError as error:
-            retry = await self._areply(repair_messages(messages, reply, error), kwargs)
-            return repaired(retry, error, tools, choice)
+        step = settle(messages, await self._areply(messages, kwargs), kwargs)
+        return step if isinstance(step, AIMessage) else step.done(await self._areply(step.messages, kwargs))
 
     def _reply(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> AIMessage:
         command, stdin = self._prepare(messages, kwargs, streaming=False)
@@ -311,12 +289,8 @@ class CLIChatModel(StreamingMessageChatModel):
             yield from gate.feed(chunk)
         held = gate.held()
         if held is not None:
-            reply = AIMessage(**held.model_dump(include={"content", "response_metadata", "usage_metadata"}))
-            try:
-                message = tool_reply(reply, tools, choice)
-            except ToolReplyError as error:
-                message = repaired(self._reply(repair_messages(messages, reply, error), kwargs), error, tools, choice)
-            yield as_chunk(message)
+            step = settle(messages, held, kwargs)
+            yield as_chunk(step if isinstance(step, AIMessage) else step.done(self._reply(step.messages, kwargs)))
 
     async def _amessage_chunks(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
@@ -332,13 +306,10 @@ class CLIChatModel(StreamingMessageChatModel):
                 yield passed
         held = gate.held()
         if held is not None:
-            reply = AIMessage(**held.model_dump(include={"content", "response_metadata", "usage_metadata"}))
-            try:
-                message = tool_reply(reply, tools, choice)
-            except ToolReplyError as error:
-                retry = await self._areply(repair_messages(messages, reply, error), kwargs)
-                message = repaired(retry, error, tools, choice)
-            yield as_chunk(message)
+            step = settle(messages, held, kwargs)
+            yield as_chunk(
+                step if isinstance(step, AIMessage) else step.done(await self._areply(step.messages, kwargs))
+            )
 
     def _reply_chunks(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> Iterator[AIMessageChunk]:
         command, stdin = self._prepare(messages, kwargs, streaming=True)

@@ -27,6 +27,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from ai_utils.exceptions import ModelOutputError
 
 __all__ = [
+    "Repair",
     "ReplyGate",
     "ToolCallReply",
     "ToolReplyError",
@@ -34,9 +35,8 @@ __all__ = [
     "chosen_tool",
     "offered",
     "read_reply",
-    "repair_messages",
     "repair_prompt",
-    "repaired",
+    "settle",
     "starts_a_call",
     "tool_instructions",
     "tool_reply",
@@ -244,11 +244,14 @@ class ReplyGate:
             self.decided = call
         return []
 
-    def held(self) -> AIMessageChunk | None:
+    def held(self) -> AIMessage | None:
         """The held reply (``None`` when it streamed on as a plain answer)."""
         if self.decided is False:
             return None
-        return functools.reduce(operator.add, self._chunks, AIMessageChunk(content=""))
+        merged = functools.reduce(operator.add, self._chunks, AIMessageChunk(content=""))
+        return AIMessage(
+            content=merged.content, response_metadata=merged.response_metadata, usage_metadata=merged.usage_metadata
+        )
 
 
 def offered(kwargs: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
@@ -271,22 +274,39 @@ def tool_reply(reply: AIMessage, tools: list[dict[str, Any]], choice: str | None
     )
 
 
-def repair_messages(messages: list[BaseMessage], reply: AIMessage, error: ToolReplyError) -> list[BaseMessage]:
-    return [*messages, AIMessage(reply.text), HumanMessage(repair_prompt(error))]
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """A bad tool call reply: the messages of the one repair call, and how to read its reply."""
+
+    messages: list[BaseMessage]
+    error: ToolReplyError
+    tools: list[dict[str, Any]]
+    choice: str | None
+
+    def done(self, reply: AIMessage) -> AIMessage:
+        """The repair call's reply as a tool call or answer; `ModelOutputError` when it is still no valid call."""
+        try:
+            return tool_reply(reply, self.tools, self.choice)
+        except ToolReplyError as error:
+            raise ModelOutputError(
+                f"The model sent no valid tool call, also after one repair: {error} (first reply: {self.error}) "
+                "Use a stronger model or simpler tool schemas.",
+                errors=str(error),
+                attempts=2,
+                output=reply.text,
+            ) from None
 
 
-def repaired(reply: AIMessage, first: ToolReplyError, tools: list[dict[str, Any]], choice: str | None) -> AIMessage:
-    """The repair call's reply as a tool call or answer; `ModelOutputError` when it is still no valid call."""
+def settle(messages: list[BaseMessage], reply: AIMessage, kwargs: dict[str, Any]) -> AIMessage | Repair:
+    """The reply as the caller gets it (with its tool call, if any), or the `Repair` call to make first."""
+    tools, choice = offered(kwargs)
+    if not tools:
+        return reply
     try:
         return tool_reply(reply, tools, choice)
     except ToolReplyError as error:
-        raise ModelOutputError(
-            f"The model sent no valid tool call, also after one repair: {error} (first reply: {first}) "
-            "Use a stronger model or simpler tool schemas.",
-            errors=str(error),
-            attempts=2,
-            output=reply.text,
-        ) from None
+        repair = [*messages, AIMessage(reply.text), HumanMessage(repair_prompt(error))]
+        return Repair(repair, error, tools, choice)
 
 
 def as_chunk(message: AIMessage) -> AIMessageChunk:
