@@ -203,8 +203,10 @@ class ChunkAdapter:
                 for block in message.content_blocks:
                     if block["type"] == "reasoning" and (reasoning := block.get("reasoning")):
                         out.append({"kind": "reasoning", "text": str(reasoning)})
-            if text := message.text:
-                out.extend(self._visible(text))
+            # With directive filtering (an actions run) a piece may be held back whole, so it can come out empty.
+            shown = message.text if self._directives is None else self._directives.feed(message.text)
+            if shown:
+                out.append(shown)
             return out
         if not ns and isinstance(message, HumanMessage) and STEER_KEY in message.response_metadata:
             return [{"kind": "user_message", "text": message.text, "id": str(message.response_metadata[STEER_KEY])}]
@@ -233,12 +235,6 @@ class ChunkAdapter:
                 return []
             return [end]
         return []
-
-    def _visible(self, text: str) -> list[StreamChunk]:
-        """The main agent's text as it may be shown (directive lines held back and dropped)."""
-        if self._directives is not None:
-            text = self._directives.feed(text)
-        return [text] if text else []
 
     def _flush(self) -> list[StreamChunk]:
         """The held end of the reply that just ended (directive filtering only)."""
