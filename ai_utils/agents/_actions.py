@@ -112,6 +112,9 @@ def start(actor: Any, config: RunnableConfig | None) -> tuple[ActionsRun, Runnab
     Returns:
         The run and the config to run with.
     """
+    if config is not None and not isinstance(config, Mapping):
+        # Not a config: the run's own checks refuse it with their message (`merge_run_config`).
+        return ActionsRun(actor=to_actor(actor)), config
     merged: dict[str, Any] = dict(config or {})
     run_id = merged.get("run_id") or uuid.uuid4()
     merged["run_id"] = run_id  # the root run id: the parent of the turn's audit rows and traces

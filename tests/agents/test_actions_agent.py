@@ -301,3 +301,9 @@ def test_a_durable_session_turn_streams_actions_without_directive_lines() -> Non
 def test_a_plain_agent_streams_directive_like_text_unchanged() -> None:
     agent = Agent(llm=FakeChatModel(["<?php echo 1; ?>\n?> not a directive here"]))
     assert "".join(c for c in agent.stream("x") if isinstance(c, str)) == "<?php echo 1; ?>\n?> not a directive here"
+
+
+def test_a_config_that_is_no_mapping_is_refused_as_for_any_agent() -> None:
+    agent = Agent(llm=FakeChatModel(["x"]), actions=registry())
+    with pytest.raises(UserError, match="RunnableConfig mapping"):
+        agent.invoke("hi", config="nope")  # type: ignore[arg-type]
