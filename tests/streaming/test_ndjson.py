@@ -221,7 +221,10 @@ def test_a_client_disconnect_cancels_the_running_agent_tool(serve: Callable[...,
 
     graph = create_agent(
         FakeChatModel(
-            [{"content": "Crunching.", "tool_calls": [{"name": "crunch", "args": {"n": 1}, "id": "call_1_0"}]}, "Never."]
+            [
+                {"content": "Crunching.", "tool_calls": [{"name": "crunch", "args": {"n": 1}, "id": "call_1_0"}]},
+                "Never.",
+            ]
         ),
         tools=[crunch],
     )

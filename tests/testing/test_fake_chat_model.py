@@ -84,7 +84,12 @@ def test_tool_call_replies_get_deterministic_ids() -> None:
     reply = model.bind_tools([add_numbers]).invoke("add")
 
     assert reply.tool_calls == [
-        {"name": "add_numbers", "args": {"a": 1, "b": 2}, "id": IsStr(regex=r"call_1_0_[0-9a-f]{8}"), "type": "tool_call"},
+        {
+            "name": "add_numbers",
+            "args": {"a": 1, "b": 2},
+            "id": IsStr(regex=r"call_1_0_[0-9a-f]{8}"),
+            "type": "tool_call",
+        },
         {"name": "x", "args": {}, "id": "mine", "type": "tool_call"},
     ]
     assert reply.response_metadata["finish_reason"] == "tool_calls"
