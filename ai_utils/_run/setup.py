@@ -52,7 +52,6 @@ class WrapperOptions(TypedDict, total=False):
     """The constructor options every graph wrapper takes (each wrapper's docstring says what they do)."""
 
     llm: BaseChatModel | str | None
-    prompt: str | None
     tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry
     checkpointer: Checkpointer
     mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None
@@ -63,7 +62,8 @@ class WrapperOptions(TypedDict, total=False):
     context_schema: type[Any] | None
     callbacks: Sequence[BaseCallbackHandler]
     retries: int
-    # ``modes`` and ``sessions`` are typed by each wrapper: their types live in rooms below this one.
+    # ``modes`` and ``sessions`` are typed by each wrapper: their types live in rooms below this one; ``prompt``
+    # too, as each wrapper takes its own forms (a str or a list of str; `Agent` also a function).
 
 
 class Wrapper(GraphRunner[OutputT]):
