@@ -50,6 +50,7 @@ __all__ = [
     "error_result",
     "error_text",
     "from_result",
+    "raised_by_tool",
     "results_tool",
 ]
 
@@ -141,6 +142,25 @@ def error_text(error: BaseException, context: Any) -> str:
             message = "(message withheld: the run's context is too large to check it for context values)"
     text = f"{name}: {message}" if message else name
     return redact_secrets(text)[0][:MAX_ERROR_CHARS]
+
+
+_TOOL_FRAMES = frozenset({BaseTool.run.__code__, BaseTool.arun.__code__})
+
+
+def raised_by_tool(error: BaseException) -> bool:
+    """Whether ``error`` came out of a tool's own run (its traceback passes through ``BaseTool.run``/``arun``).
+
+    The tool loop sits outside the other middleware (it must, to keep each call's place in its reply's order),
+    so an exception it sees may also come from a middleware inside it — a hook that raises, a policy that
+    refuses. Only the tool's own errors go to the model; the others end the run as before. Every LangChain
+    tool runs through ``BaseTool.run``/``arun`` (``invoke`` calls them), so their frames mark a tool's error.
+    """
+    tb = error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in _TOOL_FRAMES:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def error_result(request: ToolCallRequest, error: BaseException) -> ToolMessage:

@@ -10,9 +10,10 @@ the thread see the failed result.
 - **A tool that raises reaches the model** (``tool_errors="model"``, the default): an ``Exception`` becomes a
   failed ``ToolMessage`` (`ai_utils._run.toolcalls.error_result`) and the run goes on. ``SystemExit`` /
   ``KeyboardInterrupt`` end the run as `ToolAbortedError` (they must never stop a server); LangGraph's
-  interrupts and commands (``GraphBubbleUp``), a resume value an interrupt refused, and `UserError` (a tool
-  using ai_utils wrongly, e.g. a bad `ToolResult`) pass through. ``tool_errors="raise"`` ends the run with
-  the tool's exception.
+  interrupts and commands (``GraphBubbleUp``), a resume value an interrupt refused, a `UserError` (a tool
+  using ai_utils wrongly, e.g. a bad `ToolResult`), an `MCPConnectionError`, and an error that did not come
+  from the tool itself (a middleware's: `raised_by_tool`) pass through. ``tool_errors="raise"`` ends the
+  run with the tool's exception.
 - **Writers alone**: each call waits at its reply's `Gate` (``parallel_tools=False``: every call is a writer).
 - **ToolResult**: the call runs a copy of its tool that hands the `ToolResult` over (`results_tool`).
 - **Loop limits** on the model call: after ``max_iterations`` model calls that asked for tools (counted on the
@@ -46,9 +47,18 @@ from langgraph.types import Command
 from ai_utils._run.guards import ToolAbortedError, exit_is_an_error
 from ai_utils._run.hooks import awaited
 from ai_utils._run.record import RunRecord, current_record, emit_trace
-from ai_utils._run.toolcalls import Gate, Gates, WritesDefault, error_result, from_result, results_tool
+from ai_utils._run.toolcalls import (
+    Gate,
+    Gates,
+    WritesDefault,
+    error_result,
+    from_result,
+    raised_by_tool,
+    results_tool,
+)
 from ai_utils.exceptions import UserError
 from ai_utils.streaming._adapter import STEER_KEY
+from ai_utils.tools._mcp_config import MCPConnectionError
 
 __all__ = ["FollowupToolChoice", "ToolCalls", "ToolErrors", "ToolLoop", "ToolLoopOptions", "takes_images"]
 
@@ -57,6 +67,9 @@ FollowupToolChoice = Callable[[int, list[BaseMessage]], Any]
 """``decide_followup_tool_choice(iteration, messages) -> "auto" | "required" | "none" | <tool name>``."""
 
 _CHOICES = ("auto", "required", "none")
+# Never the model's business: LangGraph's interrupts and commands, a tool's process exit, and mistakes in how the
+# run is set up (ai_utils used wrongly; an MCP tool run outside the run that holds its server's session).
+_PASS_THROUGH = (GraphBubbleUp, ToolAbortedError, UserError, MCPConnectionError)
 _Handler = Callable[[ToolCallRequest], ToolMessage | Command[Any]]
 _AHandler = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 
@@ -204,8 +217,9 @@ class ToolCalls(AgentMiddleware[AgentState[Any], Any, Any]):
     def _failed(self, request: ToolCallRequest, error: Exception) -> ToolMessage:
         if (
             self.options.tool_errors == "raise"
-            or isinstance(error, GraphBubbleUp | ToolAbortedError | UserError)
+            or isinstance(error, _PASS_THROUGH)
             or is_invalid_resume(error)
+            or not raised_by_tool(error)
         ):
             raise error
         return error_result(request, error)

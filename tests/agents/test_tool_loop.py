@@ -133,6 +133,15 @@ def test_a_user_error_inside_a_tool_still_ends_the_run() -> None:
         agent.invoke("x")
 
 
+def test_an_error_a_middleware_raises_is_not_a_tool_error_and_ends_the_run() -> None:
+    def explode(name: str, result: Any) -> None:
+        raise RuntimeError("after-hook failed")
+
+    agent = Agent(llm=FakeChatModel([call("lookup", term="x"), "never"]), tools=[lookup], after_tool_call=explode)
+    with pytest.raises(RuntimeError, match="after-hook failed"):
+        agent.invoke("x")
+
+
 # --- ToolResult and AgentAction -----------------------------------------------------------------------------
 
 

@@ -171,3 +171,63 @@ def test_a_failing_call_still_lets_the_calls_after_it_run() -> None:
     assert Agent(llm=llm, tools=[step], parallel_tools=False).invoke("go") == "done"
     assert ran == ["a", "b"]
     assert [m.status for m in llm.calls[1] if isinstance(m, ToolMessage)] == ["error", "success"]
+
+
+CRASH = """
+import json, os, sqlite3, sys, time
+from ai_utils import Agent, durable_tool
+from ai_utils.memory import sqlite_saver
+from ai_utils.testing import FakeChatModel
+
+db, log, crash = sys.argv[1], sys.argv[2], sys.argv[3] == "crash"
+
+def note(what):
+    with open(log, "a") as f:
+        f.write(what + "\\n")
+
+def read(key: str) -> str:
+    '''Read a record.'''
+    note("read " + key)
+    return "read " + key
+
+def save(key: str) -> str:
+    '''Save a record.'''
+    note("save " + key)
+    if crash:
+        # LangGraph stores a finished call's result in the background: wait (bounded) until the read's is stored,
+        # then die inside the writer.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with sqlite3.connect(db) as c:
+                (latest,) = c.execute("select max(checkpoint_id) from checkpoints where thread_id = 't'").fetchone()
+                query = "select count(*) from writes where thread_id = 't' and checkpoint_id = ?"
+                if c.execute(query, (latest,)).fetchone()[0]:
+                    break
+            time.sleep(0.05)
+        os._exit(3)
+    return "saved " + key
+
+calls = [{"name": "read", "args": {"key": "a"}}, {"name": "save", "args": {"key": "b"}}]
+llm = FakeChatModel([{"tool_calls": calls}, "done"] if crash else ["done"])
+with sqlite_saver(db) as saver:
+    agent = Agent(llm=llm, tools=[read, durable_tool(save, idempotent=False, writes=True)], checkpointer=saver)
+    result = agent.invoke("go" if crash else None, thread_id="t")
+    print(json.dumps({"result": result, "seen": [m.text for m in llm.calls[-1] if m.type == "tool"]}))
+"""
+
+
+def test_a_step_continued_after_a_crash_does_not_wait_for_a_call_that_finished_before_it(tmp_path: Any) -> None:
+    import json
+    import subprocess
+    import sys
+
+    db, log = str(tmp_path / "t.sqlite"), str(tmp_path / "calls.log")
+    first = subprocess.run([sys.executable, "-c", CRASH, db, log, "crash"], capture_output=True, text=True, timeout=120)
+    assert first.returncode == 3, first.stderr
+    second = subprocess.run([sys.executable, "-c", CRASH, db, log, "go"], capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    out = json.loads(second.stdout.strip().splitlines()[-1])
+    assert out == {"result": "done", "seen": ["read a", "saved b"]}
+    # The read finished before the crash: its stored result is used, and the writer did not wait for it.
+    assert (tmp_path / "calls.log").read_text().split("\n")[:-1] == ["read a", "save b", "save b"]
+    assert "never started" not in second.stderr
