@@ -11,7 +11,7 @@ A raised error becomes the model's tool result, a `ToolResult` is read, and a wr
 turns any other object into its ``str`` before a middleware sees it. So `results_tool` gives the call a copy of
 the tool (made once per tool) whose function hands a `ToolResult` over as the message's artifact, with the JSON
 (and images) as its content; `from_result` then sets the status, takes the action out and drops the artifact, so
-the thread never stores it.
+the thread never stores it. The same copy notes the errors the tool itself raises (`raised_by_tool`).
 
 **Order.** `create_agent` sends each tool call of a model reply to the tool node as its own task, and LangGraph
 runs a step's tasks at once (threads on the sync path, tasks on the event loop). ToolNode has no option for
@@ -25,11 +25,13 @@ before the step (results already stored, or finished before a crash: ``RunRecord
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -52,6 +54,7 @@ __all__ = [
     "from_result",
     "raised_by_tool",
     "results_tool",
+    "tool_errors_box",
 ]
 
 logger = logging.getLogger("ai_utils.agents")
@@ -146,15 +149,40 @@ def error_text(error: BaseException, context: Any) -> str:
 
 _TOOL_FRAMES = frozenset({BaseTool.run.__code__, BaseTool.arun.__code__})
 
+# The errors the running call's tool function raised (set around the call by the tool loop, read by `own_call`).
+_RAISED: ContextVar[list[BaseException] | None] = ContextVar("ai_utils_tool_raised", default=None)
 
-def raised_by_tool(error: BaseException) -> bool:
-    """Whether ``error`` came out of a tool's own run (its traceback passes through ``BaseTool.run``/``arun``).
+
+@contextlib.contextmanager
+def tool_errors_box() -> Iterator[list[BaseException]]:
+    """Inside the block, the errors the tool function of the call run here raises are noted in the list."""
+    box: list[BaseException] = []
+    token = _RAISED.set(box)
+    try:
+        yield box
+    finally:
+        _RAISED.reset(token)
+
+
+def _note(error: BaseException) -> None:
+    box = _RAISED.get()
+    if box is not None:
+        box.append(error)
+
+
+def raised_by_tool(error: BaseException, box: Sequence[BaseException]) -> bool:
+    """Whether ``error`` came out of the tool itself, not out of a middleware between the tool loop and the tool.
 
     The tool loop sits outside the other middleware (it must, to keep each call's place in its reply's order),
     so an exception it sees may also come from a middleware inside it — a hook that raises, a policy that
-    refuses. Only the tool's own errors go to the model; the others end the run as before. Every LangChain
-    tool runs through ``BaseTool.run``/``arun`` (``invoke`` calls them), so their frames mark a tool's error.
+    refuses; only the tool's own errors go to the model. A tool the loop runs through its copy (`results_tool`)
+    notes its errors in ``box`` (compared by type and arguments too: asyncio hands a ``TimeoutError`` from a
+    worker thread over as a new one). Any other tool is recognised by its traceback: every LangChain tool runs
+    through ``BaseTool.run``/``arun``.
     """
+    for raised in box:
+        if raised is error or (type(raised) is type(error) and raised.args == error.args):
+            return True
     tb = error.__traceback__
     while tb is not None:
         if tb.tb_frame.f_code in _TOOL_FRAMES:
@@ -174,34 +202,45 @@ def error_result(request: ToolCallRequest, error: BaseException) -> ToolMessage:
 # --- ToolResult -----------------------------------------------------------------------------------------------
 
 
-def _split(value: Any, with_images: bool) -> tuple[Any, Any]:
-    if isinstance(value, ToolResult):
-        return value.content(with_images=with_images), value
-    return value, None
-
-
 def results_tool(tool: BaseTool, *, with_images: bool) -> BaseTool:
-    """A copy of ``tool`` whose `ToolResult` return reaches `from_result` (functions, ``StructuredTool``).
+    """A copy of ``tool`` (a ``StructuredTool``) that notes its errors and hands a `ToolResult` to `from_result`.
 
-    Other tools (and tools that already return ``(content, artifact)``) are returned unchanged.
+    Other tools are returned unchanged; a tool that already returns ``(content, artifact)`` keeps doing so.
     ``functools.wraps`` keeps the signature LangChain reads for injected ``config``/``callbacks``/runtime.
     """
-    if not isinstance(tool, StructuredTool) or tool.response_format != "content":
+    if not isinstance(tool, StructuredTool):
         return tool
-    update: dict[str, Any] = {"response_format": "content_and_artifact"}
+    reads = tool.response_format == "content"
+
+    def split(value: Any) -> Any:
+        if not reads:
+            return value
+        if isinstance(value, ToolResult):
+            return value.content(with_images=with_images), value
+        return value, None
+
+    update: dict[str, Any] = {"response_format": "content_and_artifact"} if reads else {}
     func, coroutine = tool.func, tool.coroutine
     if func is not None:
 
         @functools.wraps(func)
-        def run(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
-            return _split(func(*args, **kwargs), with_images)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return split(func(*args, **kwargs))
+            except Exception as error:
+                _note(error)
+                raise
 
         update["func"] = run
     if coroutine is not None:
 
         @functools.wraps(coroutine)
-        async def arun(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
-            return _split(await coroutine(*args, **kwargs), with_images)
+        async def arun(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return split(await coroutine(*args, **kwargs))
+            except Exception as error:
+                _note(error)
+                raise
 
         update["coroutine"] = arun
     return tool.model_copy(update=update)

@@ -55,6 +55,7 @@ from ai_utils._run.toolcalls import (
     from_result,
     raised_by_tool,
     results_tool,
+    tool_errors_box,
 )
 from ai_utils.exceptions import UserError
 from ai_utils.streaming._adapter import STEER_KEY
@@ -214,12 +215,12 @@ class ToolCalls(AgentMiddleware[AgentState[Any], Any, Any]):
             self._copies[id(tool)] = entry
         return request if entry[1] is tool else request.override(tool=entry[1])
 
-    def _failed(self, request: ToolCallRequest, error: Exception) -> ToolMessage:
+    def _failed(self, request: ToolCallRequest, error: Exception, box: list[BaseException]) -> ToolMessage:
         if (
             self.options.tool_errors == "raise"
             or isinstance(error, _PASS_THROUGH)
             or is_invalid_resume(error)
-            or not raised_by_tool(error)
+            or not raised_by_tool(error, box)
         ):
             raise error
         return error_result(request, error)
@@ -246,11 +247,12 @@ class ToolCalls(AgentMiddleware[AgentState[Any], Any, Any]):
                 return prepared
             started = _started(record, request)
             result: ToolMessage | Command[Any]
-            try:
-                with exit_is_an_error(request):
-                    result = handler(prepared)
-            except Exception as error:
-                result = self._failed(request, error)
+            with tool_errors_box() as box:
+                try:
+                    with exit_is_an_error(request):
+                        result = handler(prepared)
+                except Exception as error:
+                    result = self._failed(request, error, box)
             return _finished(record, request, started, result)
         finally:
             if gate is not None:
@@ -271,11 +273,12 @@ class ToolCalls(AgentMiddleware[AgentState[Any], Any, Any]):
                 return prepared
             started = _started(record, request)
             result: ToolMessage | Command[Any]
-            try:
-                with exit_is_an_error(request):
-                    result = await handler(prepared)
-            except Exception as error:
-                result = self._failed(request, error)
+            with tool_errors_box() as box:
+                try:
+                    with exit_is_an_error(request):
+                        result = await handler(prepared)
+                except Exception as error:
+                    result = self._failed(request, error, box)
             return _finished(record, request, started, result)
         finally:
             if gate is not None:
