@@ -7,9 +7,9 @@ import time
 import pytest
 from langchain_core.messages import ToolMessage
 
-from ai_utils import AgentRun, AgentTraceEvent, DeepAgent
+from ai_utils import AgentRun, AgentTraceEvent, DeepAgent, UserError
 from ai_utils.client import is_tool_event
-from ai_utils.testing import FakeChatModel
+from ai_utils.testing import FakeChatModel, FunctionChatModel
 
 KEY = "xoxb-" + "1234567890-abcdefghij"
 
@@ -58,3 +58,17 @@ async def test_deep_agent_parallel_tools_false_details_and_traces() -> None:
     types = [e.type for e in events]
     assert types[0] == "started" and types[-1] == "completed" and types.count("tool.finished") == 3
     assert {e.trace_id for e in events} == {run.trace_id} and {e.agent for e in events} == {"ops"}
+
+
+def test_deep_agent_allowed_tools_knows_the_built_in_tools() -> None:
+    seen: list[list[str]] = []
+
+    def model(messages: list[object], tools: list[dict[str, dict[str, str]]]) -> str:
+        seen.append(sorted(t["function"]["name"] for t in tools))
+        return "ok"
+
+    agent = DeepAgent(llm=FunctionChatModel(model), tools=[deploy])
+    assert agent.invoke("hi", thread_id="t", allowed_tools=["read_file", "deploy"]) == "ok"
+    assert seen == [["deploy", "read_file"]]
+    with pytest.raises(UserError, match=r"\['rm_rf'\]"):
+        agent.invoke("hi", thread_id="t", allowed_tools=["read_file", "rm_rf"])
