@@ -334,29 +334,42 @@ def _writes(tool: BaseTool | None, name: str, default: WritesDefault | None) -> 
     return default(name, tool) if default is not None else False
 
 
+def _messages(request: ToolCallRequest) -> list[Any] | None:
+    state = request.state
+    messages = state.get("messages") if isinstance(state, dict) else None
+    return messages if isinstance(messages, list) else None
+
+
+def _writers(request: ToolCallRequest, calls: Sequence[Any], default: WritesDefault | None) -> list[bool]:
+    names = {c["name"] for c in calls}
+    flags = {
+        t.name: _writes(t, t.name, default) for t in getattr(request.runtime, "tools", None) or () if t.name in names
+    }
+    return [flags[c["name"]] if c["name"] in flags else _writes(None, c["name"], default) for c in calls]
+
+
 def _build(
     request: ToolCallRequest, record: RunRecord | None, *, alone: bool, default: WritesDefault | None, is_async: bool
 ) -> tuple[Any, Gate | None]:
     """The reply's key and its gate (``None`` when no call of this step writes and calls may overlap)."""
-    state = request.state
-    messages = state.get("messages") if isinstance(state, Mapping) else None
-    if not isinstance(messages, list):
+    messages = _messages(request)
+    if messages is None:
         return None, None
     message, answered = _reply(messages)
     if message is None:
         return None, None
-    ended = record.ended if record is not None else frozenset()
-    calls = [c for c in message.tool_calls if c["id"] not in answered and c["id"] not in ended]
     key = message.id or id(message)
+    calls = message.tool_calls
     if len(calls) < 2:
         return key, None
-    if alone:
-        writes = [True] * len(calls)
-    else:
-        tools = {t.name: t for t in getattr(request.runtime, "tools", None) or ()}
-        writes = [_writes(tools.get(c["name"]), c["name"], default) for c in calls]
-        if not any(writes):
+    ended = record.ended if record is not None else frozenset()
+    if answered or ended:
+        calls = [c for c in calls if c["id"] not in answered and c["id"] not in ended]
+        if len(calls) < 2:
             return key, None
+    writes = [True] * len(calls) if alone else _writers(request, calls, default)
+    if not any(writes):
+        return key, None
     deps = [[j for j in range(i) if writes[i] or writes[j]] for i in range(len(calls))]
     return key, Gate([str(c["id"]) for c in calls], deps, is_async=is_async)
 
@@ -375,9 +388,8 @@ class Gates:
         """The gate of this call's reply, made by the first of its calls to arrive (``None``: no ordering)."""
         store: dict[Any, Any] = record.gates if record is not None else self._loose
         scope = None if record is not None else _scope(request)
-        state = request.state
-        messages = state.get("messages") if isinstance(state, Mapping) else None
-        last = messages[-1] if isinstance(messages, list) and messages else None
+        messages = _messages(request)
+        last = messages[-1] if messages else None
         if isinstance(last, AIMessage) and last.id is not None:
             found = store.get((scope, last.id))
             if found is not None:
