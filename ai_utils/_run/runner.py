@@ -28,6 +28,7 @@ from ai_utils._run.args import merge_run_config, warn_unstored_thread
 from ai_utils._run.calls import (
     Decisions,
     Graph,
+    InputGuard,
     Interrupt,
     RunCall,
     RunOptions,
@@ -37,6 +38,7 @@ from ai_utils._run.calls import (
     chunk_adapter,
     final_result,
     graph_input,
+    redact_input,
     run_config,
 )
 from ai_utils._run.context import check_context
@@ -71,6 +73,8 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
     _mcp_graph: tuple[Any, Graph] | None = None
     # Tool names in ``interrupt_on``: each must name a tool of the built graph.
     _gated: tuple[str, ...] = ()
+    # Middleware that see the user's input before anything stores it (`ai_utils._run.calls.InputGuard`).
+    _input_guards: tuple[InputGuard, ...] = ()
 
     def _build(self, tools: Sequence[BaseTool]) -> Graph:
         raise NotImplementedError
@@ -207,14 +211,16 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
         graph = self._graph
         with self._hold(config):
             state = graph.get_state(config) if call.input is None else None
-            output = graph.invoke(graph_input(call, config, state), config, **self._graph_options(call), version="v2")
+            output = graph.invoke(
+                graph_input(call, config, state, self._input_guards), config, **self._graph_options(call), version="v2"
+            )
         return final_result(output, structured=self.output is not None)
 
     async def _ainvoke(self, call: RunCall) -> RunResult:
         async with self._open(self._checked_config(call)) as (graph, config):
             state = await graph.aget_state(config) if call.input is None else None
             output = await graph.ainvoke(
-                graph_input(call, config, state), config, **self._graph_options(call), version="v2"
+                graph_input(call, config, state, self._input_guards), config, **self._graph_options(call), version="v2"
             )
         return final_result(output, structured=self.output is not None)
 
@@ -230,7 +236,10 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
         with self._hold(config):
             state = graph.get_state(config) if call.input is None else None
             parts = graph.stream(
-                graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
+                graph_input(call, config, state, self._input_guards),
+                config,
+                **self._graph_options(call),
+                **stream_kwargs(),
             )
             yield from adapt(parts, adapter)  # closing this generator closes adapt's, which closes the run
 
@@ -244,7 +253,10 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
         async with self._open(config) as (graph, config):
             state = await graph.aget_state(config) if call.input is None else None
             parts = graph.astream(
-                graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
+                graph_input(call, config, state, self._input_guards),
+                config,
+                **self._graph_options(call),
+                **stream_kwargs(),
             )
             chunks = aadapt(parts, adapter)
             try:
@@ -254,6 +266,10 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
                 # A consumer that stops early must stop the graph run now, before the MCP sessions close;
                 # left to the garbage collector, the run would go on in the background for a while.
                 await cast("Any", chunks).aclose()
+
+    def _redact_input(self, value: Any) -> Any:
+        """A prompt or steer as a durable session may store it (its input guards applied)."""
+        return redact_input(value, self._input_guards)
 
     def _astream_run(
         self,

@@ -30,6 +30,7 @@ from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from ai_utils._run.args import check_approval_saver, check_prompt, mcp_servers, resolve_llm, tool_list
+from ai_utils._run.calls import input_guards
 from ai_utils._run.durable import Sessions
 from ai_utils._run.guards import guards
 from ai_utils._run.hitl import to_interrupt_on
@@ -123,6 +124,10 @@ class Wrapper(GraphRunner[OutputT]):
         self.retries = retries
         self._guards = guards(output, retries)
         self.llm = resolve_llm(llm, owner=self._owner)
+
+    def _setup_input_guards(self, middleware: Sequence[Any]) -> None:
+        """The user's middleware that see each input before the run stores it (e.g. guardrails)."""
+        self._input_guards = input_guards(middleware)
 
     @property
     def system_prompt(self) -> str | None:

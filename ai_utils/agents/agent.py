@@ -172,6 +172,7 @@ class Agent(Wrapper[OutputT]):
         self._setup_thread(checkpointer, link, interrupt_on, durability)
         self._setup_run(name, describe, context_schema, callbacks, modes)
         self._setup_model(llm, prompt, output, retries)
+        self._setup_input_guards(middleware)
         self.durability = durability
         self.actions = actions
         # With sessions the repair step is the session middleware (a ThreadRepair that also lets steers join the

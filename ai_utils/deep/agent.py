@@ -188,6 +188,7 @@ class DeepAgent(Wrapper[OutputT]):
         self.subagents = [_subagent(spec) for spec in subagents] if subagents is not None else None
         self.skills = list(skills) if skills is not None else None
         self.middleware = list(middleware)
+        self._setup_input_guards(self.middleware)
         self._mode_middleware: list[Any] = []
         if modes is not None:
             from ai_utils.routing._middleware import ModeMiddleware

@@ -13,16 +13,20 @@ from __future__ import annotations
 
 from ai_utils.guard._engine import Guardrails
 from ai_utils.guard._factory import guardrails
-from ai_utils.guard._rules import ContentRule, GuardrailDecision, Phase, PolicyPack, StreamingMode
+from ai_utils.guard._host import POLICY_TIMEOUT, PolicyResult
+from ai_utils.guard._rules import ContentRule, GuardMode, GuardrailDecision, Phase, PolicyPack, StreamingMode
 from ai_utils.guard._secrets import SECRET_KINDS
 
 __all__ = [
+    "POLICY_TIMEOUT",
     "SECRET_KINDS",
     "ContentRule",
+    "GuardMode",
     "GuardrailDecision",
     "Guardrails",
     "Phase",
     "PolicyPack",
+    "PolicyResult",
     "StreamingMode",
     "guardrails",
 ]
