@@ -108,6 +108,8 @@ class TextPolicies:
 
     def extras(self, kwargs: Mapping[str, Any], phase: Phase) -> tuple[dict[str, Any] | None, list[GuardrailDecision]]:
         """``additional_kwargs`` with their reasoning scanned: the new dict (``None``: unchanged) and decisions."""
+        if not kwargs:
+            return None, []
         update: dict[str, Any] = {}
         found: list[GuardrailDecision] = []
         for key in _REASONING_KWARGS:

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any, Final
 from langchain_core.runnables.config import var_child_runnable_config
 
 from ai_utils.exceptions import UserError
-from ai_utils.guard._rules import PolicyPack, Rule, StreamingMode
+from ai_utils.guard._host import Approver, HostPolicies
+from ai_utils.guard._rules import GuardrailDecision, OnDecision, PolicyPack, Rule, StreamingMode
 
 if TYPE_CHECKING:
     from ai_utils.guard._engine import Guardrails
 
-__all__ = ["CONFIG_KEY", "Settings", "check_stricter", "run_settings"]
+__all__ = ["CONFIG_KEY", "Settings", "check_stricter", "merge_stricter", "run_settings"]
 
 CONFIG_KEY: Final = "guardrails"
 """``config["configurable"]`` key a run uses to ask for a stricter pack (``"strict"``)."""
@@ -117,3 +118,66 @@ def check_stricter(own: Settings, rules: tuple[Rule, ...], baseline: Guardrails 
                 f"content rule {rule.id!r} differs from the one in the guardrails it must be stricter than; a "
                 "stricter instance keeps the baseline's rules. Rename yours or leave it out."
             )
+
+
+def merge_stricter(
+    baseline: Guardrails,
+    settings: Settings,
+    rules: tuple[Any, ...],
+    host: HostPolicies,
+    on_decision: OnDecision | None,
+    approve: Approver | None,
+    max_tool_output_chars: int,
+) -> tuple[Settings, tuple[Any, ...], HostPolicies, OnDecision | None, Approver | None, int]:
+    """``stricter_than=baseline``: its rules, host policies, reporting, approval and bounds kept, ours added on top."""
+    base = baseline._base
+    if approve is not None and baseline._approve is not None and approve is not baseline._approve:
+        raise UserError(
+            "approve= differs from the approve= of the guardrails it must be stricter than; leave it out to keep "
+            "theirs."
+        )
+    if approve is not None and baseline._approve is None and not base.strict:
+        raise UserError(
+            "approve= would answer in code the approvals the guardrails it must be stricter than ask a person for; "
+            "leave it out."
+        )
+    mine = {rule.id for rule in rules}
+    merged_rules = (*(r for r in baseline._policies.rules if r.id not in mine), *rules)
+    limits = [v for v in (base.max_final_output_chars, settings.max_final_output_chars) if v is not None]
+    merged = Settings(
+        pack=settings.pack,
+        strict=settings.strict or base.strict,
+        enforce=settings.enforce,
+        streaming="buffer" if "buffer" in (settings.streaming, base.streaming) else "audit",
+        max_final_output_chars=min(limits) if limits else None,
+    )
+    theirs = baseline.on_decision
+    report = on_decision
+    if theirs is not None and on_decision is not None and theirs is not on_decision:
+        report = _both(theirs, on_decision)
+    elif theirs is not None:
+        report = theirs
+    policies = HostPolicies(
+        [*baseline._host.callables, *(p for p in host.callables if p not in baseline._host.callables)]
+    )
+    tool_chars = min(max_tool_output_chars, baseline.max_tool_output_chars)
+    return merged, merged_rules, policies, report, approve or baseline._approve, tool_chars
+
+
+def _both(first: OnDecision, second: OnDecision) -> OnDecision:
+    """Report to the baseline's ``on_decision`` and then ours (awaiting either when it is async)."""
+
+    def report(event: GuardrailDecision) -> Any:
+        one = first(dict(event))  # type: ignore[arg-type]
+        two = second(dict(event))  # type: ignore[arg-type]
+        awaitables = [r for r in (one, two) if hasattr(r, "__await__")]
+        if not awaitables:
+            return None
+
+        async def wait() -> None:
+            for pending in awaitables:
+                await pending
+
+        return wait()
+
+    return report
