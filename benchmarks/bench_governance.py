@@ -30,7 +30,7 @@ SLOPE_HISTORIES = (10, 1000)
 
 
 class Stack(ThreadStack):
-    """``guarded`` (Agent + guardrails("standard")), ``audited`` (the same in audit mode) or ``plain`` (no middleware)."""
+    """``guarded`` (Agent + guardrails("standard")), ``audited`` (the same, audit mode) or ``plain`` (no middleware)."""
 
     def __init__(self, kind: str, history: int) -> None:
         super().__init__(history)

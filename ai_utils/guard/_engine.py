@@ -165,6 +165,8 @@ class Guardrails(ModelCallPolicies, AgentMiddleware[AgentState[Any], Any, Any], 
         settings = self._settings()
         prepared = self._prepare(request, settings)
         for index, phase in prepared.checks:
+            if prepared.stopped:
+                break
             outcome = self._host.run(phase, self._host_text(prepared, index), None, strict=settings.strict)
             self._host_message(prepared, index, phase, outcome)
         self._seal(prepared)
@@ -198,6 +200,8 @@ class Guardrails(ModelCallPolicies, AgentMiddleware[AgentState[Any], Any, Any], 
         settings = self._settings()
         prepared = self._prepare(request, settings)
         for index, phase in prepared.checks:
+            if prepared.stopped:
+                break
             outcome = await self._host.arun(phase, self._host_text(prepared, index), None, strict=settings.strict)
             self._host_message(prepared, index, phase, outcome)
         self._seal(prepared)

@@ -76,6 +76,7 @@ class _Prepared:
     replacements: dict[int, BaseMessage] = field(default_factory=dict)
     checks: list[tuple[int, Phase]] = field(default_factory=list)  # messages the host policies look at
     block: tuple[GuardrailDecision, str] | None = None  # an input block and the text that ends the turn
+    stopped: bool = False  # an input was blocked (also in audit mode, where nothing acts): later policies skip it
     persist: list[BaseMessage] = field(default_factory=list)
     blocked: ModelResponse[Any] | None = None
 
@@ -129,10 +130,13 @@ class ModelCallPolicies(InputRedaction, ToolCallPolicies):
                     self._remember(message.id, copy)
                 else:
                     self._remember(message.id, None)
-                if self._host and phase != "tool_output":
+                if self._host and phase != "tool_output" and index >= turn:
+                    # The turn's own input; tool results had theirs when the tool ran, and earlier turns' messages
+                    # (rescanned after a restart) had theirs when they were new.
                     prepared.checks.append((index, phase))
         except Exception:
             found[:] = [decision(ERROR_POLICY, "input", "block", "high")]
+            prepared.stopped = True
             if settings.enforce:
                 prepared.block = (found[0], f"[BLOCKED:{ERROR_POLICY}]")
             return prepared
@@ -144,6 +148,7 @@ class ModelCallPolicies(InputRedaction, ToolCallPolicies):
             tail[:0] = carried
         prepared.tail = tail
         block = next((d for d in found if d["action"] == "block" and d["phase"] == "input"), None)
+        prepared.stopped = block is not None
         if block is not None and settings.enforce:
             rule = next((r for r in self._policies.rules if r.id == block["policy_id"]), None)
             prepared.block = (block, rule.replacement if rule is not None else f"[BLOCKED:{block['policy_id']}]")
@@ -152,6 +157,7 @@ class ModelCallPolicies(InputRedaction, ToolCallPolicies):
     def _host_message(self, prepared: _Prepared, index: int, phase: Phase, outcome: Outcome) -> None:
         """Apply the host policies' answer on one message of the request."""
         prepared.emit.extend(outcome.decisions)
+        prepared.stopped = prepared.stopped or (outcome.block is not None and phase == "input")
         if not prepared.settings.enforce:
             return
         if outcome.block is not None and phase == "input":

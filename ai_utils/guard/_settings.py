@@ -51,6 +51,13 @@ class Settings:
 
 
 def _requested(value: object, settings: Settings) -> Settings:
+    if isinstance(value, Mapping):  # the seed's request shape: {"policyPack": "strict"}
+        if not set(value) <= {"policy_pack", "policyPack"}:
+            raise UserError(
+                f"config['configurable']['guardrails'] takes only a pack ('strict' or {{'policy_pack': 'strict'}}), "
+                f"got {value!r}; a run cannot change rules, policies or limits."
+            )
+        value = value.get("policy_pack", value.get("policyPack"))
     if value is None or value == settings.pack or (value == "strict" and settings.strict):
         return settings
     if value == "strict":

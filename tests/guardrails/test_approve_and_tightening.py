@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -81,7 +82,8 @@ def test_approve_does_not_unblock_destructive_tools_under_strict() -> None:
     assert accounts.deleted == []
 
 
-def test_a_run_may_tighten_the_pack_for_itself() -> None:
+@pytest.mark.parametrize("asked", ["strict", {"policy_pack": "strict"}, {"policyPack": "strict"}])
+def test_a_run_may_tighten_the_pack_for_itself(asked: Any) -> None:
     accounts = Accounts()
     decisions: list[dict[str, Any]] = []
     agent = Agent(
@@ -92,23 +94,28 @@ def test_a_run_may_tighten_the_pack_for_itself() -> None:
     )
 
     # This request asks for strict: the destructive call is blocked outright, not asked.
-    assert agent.invoke("delete account 1", thread_id="a", config=STRICT) == "blocked"
+    config: Any = {"configurable": {"guardrails": asked}}
+    assert agent.invoke("delete account 1", thread_id="a", config=config) == "blocked"
     assert accounts.deleted == [] and decisions[-1]["action"] == "block"
     # The agent itself is unchanged: the next run without the option asks for approval as standard does.
     paused = agent.invoke("delete account 2", thread_id="b")
     assert is_interrupt(paused)
 
 
-@pytest.mark.parametrize(("pack", "asked"), [("strict", "standard"), ("strict", "custom"), ("standard", "lenient")])
-def test_a_run_can_never_loosen_the_pack(pack: str, asked: str) -> None:
+@pytest.mark.parametrize(
+    ("pack", "asked"),
+    [("strict", "standard"), ("strict", "custom"), ("standard", "lenient"), ("standard", {"max_tool_output_chars": 9})],
+)
+def test_a_run_can_never_loosen_the_pack(pack: str, asked: Any) -> None:
     accounts = Accounts()
     model = FakeChatModel(_calls(1))
     agent = Agent(llm=model, tools=[accounts.tool], checkpointer=MemorySaver(), middleware=guardrails(pack))  # type: ignore[arg-type]
 
-    with pytest.raises(UserError, match=repr(asked)):
-        agent.invoke("delete account 1", thread_id="t", config={"configurable": {"guardrails": asked}})
-    with pytest.raises(UserError, match=repr(asked)):
-        list(agent.stream("delete account 1", thread_id="t", config={"configurable": {"guardrails": asked}}))
+    config: Any = {"configurable": {"guardrails": asked}}
+    with pytest.raises(UserError, match=re.escape(repr(asked))):
+        agent.invoke("delete account 1", thread_id="t", config=config)
+    with pytest.raises(UserError, match=re.escape(repr(asked))):
+        list(agent.stream("delete account 1", thread_id="t", config=config))
     # Refused before anything ran or was stored.
     assert model.calls == [] and accounts.deleted == []
     assert agent.graph.get_state({"configurable": {"thread_id": "t"}}).values == {}

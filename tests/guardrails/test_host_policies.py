@@ -185,3 +185,27 @@ def test_policies_must_be_functions() -> None:
         guardrails(policies=["not a function"])  # type: ignore[list-item]
     with pytest.raises(UserError, match="policies must be a list"):
         guardrails(policies=hangs)  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(60)
+def test_in_audit_mode_policies_are_asked_and_reported_but_change_nothing() -> None:
+    def blocker(phase: str, payload: Any) -> dict[str, Any]:
+        return {"action": "block", "policy_id": f"no.{phase}"}
+
+    ledger = Ledger()
+    decisions: list[dict[str, Any]] = []
+    model = FakeChatModel([{"tool_calls": [{"name": "send_email", "args": {"to": "a@b.test", "body": "x"}}]}, "sent!"])
+    agent = Agent(
+        llm=model,
+        tools=[ledger.send_email],
+        middleware=guardrails("strict", mode="audit", policies=[blocker, hangs], on_decision=decisions.append),
+    )
+    assert agent.invoke("send it") == "sent!"
+    assert ledger.ran == ["a@b.test"]
+    # What strict enforcement would do: block at each phase (the hung policy is never reached after a block).
+    assert [(d["policy_id"], d["action"]) for d in decisions] == [
+        ("no.input", "block"),
+        ("no.tool_input", "block"),
+        ("no.tool_output", "block"),
+        ("no.output", "block"),
+    ]
