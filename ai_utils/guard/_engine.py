@@ -177,7 +177,7 @@ class Guardrails(ModelCallPolicies, AgentMiddleware[AgentState[Any], Any, Any], 
         with self._call_scope(prepared):
             response = handler(prepared.request)
         answer = self._answer(response, prepared)
-        if self._host and answer.final is not None:
+        if self._host.policies and answer.final is not None:
             text = message_text(answer.result[answer.final])
             self._host_answer(answer, prepared, self._host.run("output", text, None, strict=settings.strict))
         result = self._package(response, answer, prepared)
@@ -212,7 +212,7 @@ class Guardrails(ModelCallPolicies, AgentMiddleware[AgentState[Any], Any, Any], 
         with self._call_scope(prepared):
             response = await handler(prepared.request)
         answer = self._answer(response, prepared)
-        if self._host and answer.final is not None:
+        if self._host.policies and answer.final is not None:
             text = message_text(answer.result[answer.final])
             outcome = await self._host.arun("output", text, None, strict=settings.strict)
             self._host_answer(answer, prepared, outcome)

@@ -130,7 +130,7 @@ class ModelCallPolicies(InputRedaction, ToolCallPolicies):
                     self._remember(message.id, copy)
                 else:
                     self._remember(message.id, None)
-                if self._host and phase != "tool_output" and index >= turn:
+                if self._host.policies and phase != "tool_output" and index >= turn:
                     # The turn's own input; tool results had theirs when the tool ran, and earlier turns' messages
                     # (rescanned after a restart) had theirs when they were new.
                     prepared.checks.append((index, phase))

@@ -24,6 +24,7 @@ walk first: a value too big or deep to read whole never reaches this module unch
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import unicodedata
@@ -62,6 +63,9 @@ _TOKEN_SPLIT = re.compile(r"[\s'\"<>`|;,(){}]+")
 # Where a URL starts anywhere in a token (a scheme, or none, then ``//``); URLs nested in a URL's query count too.
 _URL_START = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//")
 # Full stops the IDNA encoding of an HTTP client reads as ``.`` (after NFKC, which maps U+FF0E and U+FF61).
+_DIGIT = re.compile(r"[0-9]")
+# Text with none of these holds no destination we catch (no address, no local or metadata name): skipped at once.
+_MAYBE = re.compile(r"[0-9:%]|local|metadata|internal|instance-data|kubernetes|arpa|lan|intranet|corp|ip6-", re.I)
 _DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
 _NUMERIC_QUAD = re.compile(r"(?:0x[0-9a-f]+|\d+)(?:\.(?:0x[0-9a-f]+|\d+)){3}|0x[0-9a-f]{1,8}")
 _WORDS = re.compile(r"[a-z]+|[A-Z][a-z]*|[A-Z]+(?![a-z])")
@@ -142,6 +146,8 @@ def _host_kind(host: str, *, loose: bool) -> str | None:
         return None
     if name in _LOCAL_NAMES or name.endswith(_LOCAL_SUFFIXES):
         return "metadata" if name.startswith(("metadata", "instance-data")) else "localhost"
+    if ":" not in name and _DIGIT.search(name) is None:
+        return None  # no address has neither a digit nor a colon (and parsing one that fails is costly)
     try:
         return _ip_kind(ipaddress.ip_address(name))
     except ValueError:
@@ -175,6 +181,8 @@ def _url_kinds(token: str) -> Iterator[str]:
 
 def _string_kinds(value: str, *, destination: bool) -> Iterator[str]:
     value = normalize(value)
+    if _MAYBE.search(value) is None:
+        return
     stripped = value.strip()
     whole = destination and bool(stripped) and not any(c.isspace() for c in stripped)
     for raw in _TOKEN_SPLIT.split(value):
@@ -198,28 +206,41 @@ def _string_kinds(value: str, *, destination: bool) -> Iterator[str]:
 
 
 def _is_destination_key(key: object) -> bool:
-    return isinstance(key, str) and any(w.lower() in _DEST_WORDS for w in _WORDS.findall(key))
+    return isinstance(key, str) and _destination_word(key)
 
 
-def _strings(value: Any, destination: bool) -> Iterator[tuple[str, bool]]:
-    """Every key and leaf of ``value`` as text, with whether a destination is expected there.
+@functools.lru_cache(maxsize=4096)  # argument names repeat call after call
+def _destination_word(key: str) -> bool:
+    return any(w.lower() in _DEST_WORDS for w in _WORDS.findall(key))
+
+
+def _strings(value: Any) -> list[tuple[str, bool]]:
+    """Every key and leaf of ``value`` as text, with whether a destination is expected there, in order.
 
     Numbers under a destination key count too: a tool may build ``f"http://{host}/"`` from one. `check_bounds`
-    ran first.
+    ran first, so the walk (a loop, not recursion) is bounded.
     """
-    if isinstance(value, str):
-        yield value, destination
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        if destination:
-            yield str(value), True
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            if isinstance(key, str):
-                yield key, False
-            yield from _strings(item, destination or _is_destination_key(key))
-    elif isinstance(value, list | tuple | set | frozenset):
-        for item in value:
-            yield from _strings(item, destination)
+    out: list[tuple[str, bool]] = []
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, destination = stack.pop()
+        if isinstance(item, str):
+            out.append((item, destination))
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int | float):
+            if destination:
+                out.append((str(item), True))
+        elif isinstance(item, Mapping):
+            children: list[tuple[Any, bool]] = []
+            for key, child in item.items():
+                if isinstance(key, str):
+                    children.append((key, False))
+                children.append((child, destination or _is_destination_key(key)))
+            stack.extend(reversed(children))
+        elif isinstance(item, list | tuple | set | frozenset):
+            stack.extend((child, destination) for child in reversed(list(item)))
+    return out
 
 
 def private_destinations(args: Mapping[str, Any]) -> list[str]:
@@ -235,7 +256,7 @@ def private_destinations(args: Mapping[str, Any]) -> list[str]:
         ``"localhost"``, ``"reserved"``, ``"multicast"``, ``"unspecified"``); empty when none.
     """
     found: dict[str, None] = {}
-    for text, destination in _strings(args, False):
+    for text, destination in _strings(args):
         for kind in _string_kinds(text, destination=destination):
             found.setdefault(kind)
     return list(found)

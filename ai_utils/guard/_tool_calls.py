@@ -313,7 +313,7 @@ class ToolCallPolicies:
         settings = self._settings()
         plan = self._plan(request, settings)
         name = request.tool_call["name"]
-        if self._host and not self._stop(plan):
+        if self._host.policies and not self._stop(plan):
             outcome = self._host.run("tool_input", self._host_args(plan), name, strict=settings.strict)
             plan = self._host_input(plan, outcome)
         if plan.blocked is not None:
@@ -357,7 +357,7 @@ class ToolCallPolicies:
         return result
 
     def _host_out(self, plan: _ToolPlan, raw: ToolResult) -> Outcome | None:
-        text = self._host_output_text(raw) if self._host else None
+        text = self._host_output_text(raw) if self._host.policies else None
         if text is None:
             return None
         name = plan.request.tool_call["name"]
@@ -388,7 +388,7 @@ class ToolCallPolicies:
         settings = self._settings()
         plan = self._plan(request, settings)
         name = request.tool_call["name"]
-        if self._host and not self._stop(plan):
+        if self._host.policies and not self._stop(plan):
             outcome = await self._host.arun("tool_input", self._host_args(plan), name, strict=settings.strict)
             plan = self._host_input(plan, outcome)
         if plan.blocked is not None:
@@ -432,7 +432,7 @@ class ToolCallPolicies:
         return result
 
     async def _ahost_out(self, plan: _ToolPlan, raw: ToolResult) -> Outcome | None:
-        text = self._host_output_text(raw) if self._host else None
+        text = self._host_output_text(raw) if self._host.policies else None
         if text is None:
             return None
         name = plan.request.tool_call["name"]

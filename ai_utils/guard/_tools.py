@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -21,12 +22,13 @@ _DESTRUCTIVE_WORDS = frozenset(
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
 
-def name_words(name: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)  # an agent calls the same few tools over and over
+def name_words(name: str) -> tuple[str, ...]:
     """The lower-case words of a tool name, whatever its case and separators (``"deleteUser"`` -> delete, user)."""
     if not name.isascii():
         name = unicodedata.normalize("NFKC", name)
         name = "".join(c for c in name if unicodedata.category(c) != "Cf")
-    return [word.lower() for word in _WORD.findall(name)]
+    return tuple(word.lower() for word in _WORD.findall(name))
 
 
 def _metadata(tool: BaseTool | None) -> Mapping[str, Any]:
@@ -87,6 +89,21 @@ def _json_schema_errors(schema: Mapping[str, Any], args: Mapping[str, Any]) -> l
     ]
 
 
+_SCHEMAS: dict[int, tuple[BaseTool, Any]] = {}
+
+
+def _call_schema(tool: BaseTool) -> Any:
+    """``tool.tool_call_schema``, kept per tool: LangChain recomputes it on every access (~25 µs)."""
+    cached = _SCHEMAS.get(id(tool))
+    if cached is not None and cached[0] is tool:
+        return cached[1]
+    schema = tool.tool_call_schema
+    if len(_SCHEMAS) >= 1024:
+        _SCHEMAS.clear()
+    _SCHEMAS[id(tool)] = (tool, schema)
+    return schema
+
+
 def schema_errors(tool: BaseTool | None, args: object) -> list[str]:
     """Why ``args`` do not fit the schema the model was shown for ``tool`` (empty when they do).
 
@@ -96,7 +113,7 @@ def schema_errors(tool: BaseTool | None, args: object) -> list[str]:
         return [f"(arguments): expected an object, got {type(args).__name__}"]
     if tool is None:
         return []
-    schema = tool.tool_call_schema
+    schema = _call_schema(tool)
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         return _pydantic_errors(schema, args)
     if isinstance(schema, Mapping):

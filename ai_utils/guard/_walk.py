@@ -35,6 +35,8 @@ def check_bounds(value: Any) -> None:
     Raises:
         ScanLimitError: naming the bound (``depth``, ``items`` or ``size``).
     """
+    if isinstance(value, Mapping) and len(value) <= 256 and all(map(_flat, value.values())):
+        return  # the common case: a few scalar arguments (keys count too, but a few hundred are nothing)
     stack: list[tuple[Any, int]] = [(value, 0)]
     items = 0
     chars = 0
@@ -59,3 +61,7 @@ def check_bounds(value: Any) -> None:
         if items + len(stack) + len(children) > MAX_ITEMS:
             raise ScanLimitError(f"more than {MAX_ITEMS} items")
         stack.extend((child, depth + 1) for child in children)
+
+
+def _flat(value: Any) -> bool:
+    return value is None or isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) <= 100_000)
