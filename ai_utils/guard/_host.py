@@ -2,7 +2,8 @@
 
 A host policy is ``(phase, payload) -> PolicyResult | None`` (sync or async): ``payload`` is the text for
 ``input``/``context``/``output`` and ``{"tool": name, "args": {...}}`` / ``{"tool": name, "text": ...}`` for
-``tool_input`` / ``tool_output``. Each call is bounded by `POLICY_TIMEOUT`: a sync policy runs on a small worker pool
+``tool_input`` / ``tool_output`` (``args`` is ``None`` when the arguments are past the scan bounds: a copy of them
+would not be bounded either). Each call is bounded by `POLICY_TIMEOUT`: a sync policy runs on a small worker pool
 (a policy that hangs keeps its worker, never the run), an async one under ``asyncio.wait_for``. A policy that raises,
 times out or answers something malformed is a failed policy: under ``strict`` it blocks what it looked at, otherwise
 the failure is reported (an ``audit`` decision) and the run goes on.
