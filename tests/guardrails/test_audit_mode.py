@@ -39,8 +39,8 @@ class Tools:
 
 def _script() -> list[Any]:
     return [
-        {"tool_calls": [{"name": "fetch_url", "args": {"url": "http://10.0.0.7/status"}}]},
-        {"tool_calls": [{"name": "delete_user", "args": {"user_id": 7}}]},
+        {"tool_calls": [{"id": "c1", "name": "fetch_url", "args": {"url": "http://10.0.0.7/status"}}]},
+        {"tool_calls": [{"id": "c2", "name": "delete_user", "args": {"user_id": 7}}]},
         {"content": f"All done. The session is {JWT_TEXT}", "reasoning": f"the old key was {AWS_TEXT}"},
     ]
 
