@@ -71,6 +71,8 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         policy: the policy chain run before every call.
         actor: the actor, already merged with the gateway's ``default_actor``.
         metadata: recorded on every audit row and event.
+        parent_run_id: recorded as every row's ``parent_run_id`` (correlating the calls with a run of yours),
+            in place of the enclosing LangChain run.
 
     Attributes:
         feature: the feature.
@@ -78,6 +80,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         actor: the actor, merged with the gateway's ``default_actor``.
         request_ids: ids of the last 1000 calls this handler has seen, in start order.
         last_decisions: the policy decisions of the latest call.
+        last_entry: the final audit row of the latest finished call (``None`` before one finished).
     """
 
     raise_error: bool = True
@@ -98,8 +101,11 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         policy: Sequence[PolicyRule],
         actor: Actor | None = None,
         metadata: Mapping[str, Any] | None = None,
+        parent_run_id: str | None = None,
     ) -> None:
         self.feature = feature
+        self.parent_run_id = parent_run_id
+        self.last_entry: AuditEntry | None = None
         self.route: Route | None = routes.get(feature)
         self.recorder = recorder
         self.policy: tuple[PolicyRule, ...] = tuple(policy)
@@ -173,6 +179,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             pending.decisions.extend(tapped)
         latency = (time.perf_counter() - pending.started) * 1000
         entry = self._entry(pending, "succeeded", latency, usage=usage, tools_used=tools_used, response=text)
+        self.last_entry = entry
         # An AuditWriteError (required mode) propagates here, failing the call after on_audit_error ran.
         try:
             self.recorder.write(entry)
@@ -201,6 +208,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         message = truncate_for_audit(f"{type(error).__name__}: {error}", 1500)
         latency = (time.perf_counter() - pending.started) * 1000
         entry = self._entry(pending, "failed", latency, error_type=error_type, error_message=message)
+        self.last_entry = entry
         try:
             self.recorder.write(entry)
         except GatewayError:
@@ -261,7 +269,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             decisions=[d.to_dict() for d in decisions] + (tap.before_call() if tap is not None else []),
             tools_requested=tools,
             views=views,
-            parent_run_id=str(parent_run_id) if parent_run_id is not None else None,
+            parent_run_id=self.parent_run_id or (str(parent_run_id) if parent_run_id is not None else None),
             metadata=metadata,
             tap=tap,
             model=model,

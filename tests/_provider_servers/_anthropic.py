@@ -3,13 +3,14 @@
 Written from the ``anthropic`` SDK's own models (``anthropic.types.Message``, ``Usage``, the ``Raw*Event``
 stream events) and checked with ``anthropic.Anthropic(base_url=...)`` in tests/llm/test_provider_servers.py:
 
-- auth ``x-api-key`` (or ``Authorization: Bearer``, which this SDK generation sends), a required ``anthropic-version`` header, ``anthropic-beta`` recorded as sent;
+- auth ``x-api-key`` (or ``Authorization: Bearer``, which this SDK generation sends), a required
+  ``anthropic-version`` header, ``anthropic-beta`` recorded as sent;
 - body ``model``, ``max_tokens``, ``messages`` (required), ``system``, ``tools`` (``input_schema``), ``stream``;
 - reply ``{"type": "message", "content": [text, tool_use...], "stop_reason", "usage": {input_tokens,
   output_tokens, cache_creation_input_tokens, cache_read_input_tokens}}`` and a ``request-id`` header;
 - stream: ``message_start`` (usage with the input and cache tokens), ``ping``, per block
   ``content_block_start`` / ``content_block_delta`` (``text_delta``, ``input_json_delta``, ``thinking_delta``)
-  / ``content_block_stop``, ``message_delta`` (stop reason, output tokens), ``message_stop``;
+  / ``content_block_stop``, ``message_delta`` (stop reason, cumulative usage), ``message_stop``;
 - errors ``{"type": "error", "error": {"type", "message"}}`` (529 ``overloaded_error``).
 """
 
@@ -20,7 +21,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from _provider_servers._base import ProviderServer, RecordedCall, Reply, sse, words
-
 from ai_utils.testing._http import dumps
 
 __all__ = ["FakeAnthropicServer"]
@@ -104,7 +104,7 @@ class FakeAnthropicServer(ProviderServer):
 
     def _usage(self, reply: Reply, call: RecordedCall, output_tokens: int) -> dict[str, Any]:
         return {
-            "input_tokens": self.prompt_tokens(reply, call),
+            "input_tokens": self.prompt_tokens(reply, call, with_cache=False),
             "output_tokens": output_tokens,
             "cache_creation_input_tokens": reply.cache_creation,
             "cache_read_input_tokens": reply.cache_read,
@@ -122,7 +122,12 @@ class FakeAnthropicServer(ProviderServer):
             content.append({"type": "text", "text": reply.text})
         for index, tool_call in enumerate(reply.tool_calls):
             content.append(
-                {"type": "tool_use", "id": self._tool_id(number, index), "name": tool_call.name, "input": tool_call.args}
+                {
+                    "type": "tool_use",
+                    "id": self._tool_id(number, index),
+                    "name": tool_call.name,
+                    "input": tool_call.args,
+                }
             )
         return content
 
@@ -148,7 +153,9 @@ class FakeAnthropicServer(ProviderServer):
         index = 0
         if reply.thinking:
             block = {"type": "thinking", "thinking": "", "signature": ""}
-            events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}))
+            events.append(
+                ("content_block_start", {"type": "content_block_start", "index": index, "content_block": block})
+            )
             for piece in words(reply.thinking):
                 delta = {"type": "thinking_delta", "thinking": piece}
                 events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
@@ -158,7 +165,9 @@ class FakeAnthropicServer(ProviderServer):
             index += 1
         if reply.text:
             block = {"type": "text", "text": ""}
-            events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}))
+            events.append(
+                ("content_block_start", {"type": "content_block_start", "index": index, "content_block": block})
+            )
             for piece in words(reply.text):
                 delta = {"type": "text_delta", "text": piece}
                 events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
@@ -166,7 +175,9 @@ class FakeAnthropicServer(ProviderServer):
             index += 1
         for position, tool_call in enumerate(reply.tool_calls):
             block = {"type": "tool_use", "id": self._tool_id(number, position), "name": tool_call.name, "input": {}}
-            events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}))
+            events.append(
+                ("content_block_start", {"type": "content_block_start", "index": index, "content_block": block})
+            )
             arguments = json.dumps(tool_call.args, separators=(",", ":"))
             # The API sends the arguments as JSON fragments; cut them in a few pieces as it does.
             for cut in range(0, len(arguments), 8):
@@ -175,7 +186,8 @@ class FakeAnthropicServer(ProviderServer):
             events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
             index += 1
         stop = {"stop_reason": "tool_use" if reply.tool_calls else "end_turn", "stop_sequence": None}
-        usage = {"output_tokens": reply.output_tokens}
+        # Cumulative, with the input and cache counts again (``MessageDeltaUsage``), as the API sends it now.
+        usage = self._usage(reply, call, reply.output_tokens)
         events.append(("message_delta", {"type": "message_delta", "delta": stop, "usage": usage}))
         events.append(("message_stop", {"type": "message_stop"}))
         return sse(events)

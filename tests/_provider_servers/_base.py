@@ -36,7 +36,7 @@ class Reply:
         text: the answer text (streamed word by word).
         tool_calls: tool calls after the text.
         thinking: reasoning text (providers that have a reasoning channel send it first).
-        input_tokens: prompt tokens reported (``None``: the number of words in the request).
+        input_tokens: uncached prompt tokens reported (``None``: the number of words in the request).
         cache_read: prompt tokens served from the provider's cache.
         cache_creation: prompt tokens written to the cache (Anthropic only).
         model: the model name the reply reports (default: the request's).
@@ -263,6 +263,8 @@ class ProviderServer(LocalHTTPServer):
         return 200, body, {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **(headers or {})}
 
     @staticmethod
-    def prompt_tokens(reply: Reply, call: RecordedCall) -> int:
-        """The reply's input tokens, or the words of the request."""
-        return reply.input_tokens if reply.input_tokens is not None else max(1, len(call.text.split()))
+    def prompt_tokens(reply: Reply, call: RecordedCall, *, with_cache: bool = True) -> int:
+        """The reply's input tokens (else the words of the request), plus its cached ones when the provider
+        counts them in (OpenAI, Gemini, DeepSeek do; Anthropic reports them beside ``input_tokens``)."""
+        fresh = reply.input_tokens if reply.input_tokens is not None else max(1, len(call.text.split()))
+        return fresh + (reply.cache_read if with_cache else 0)

@@ -20,7 +20,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from _provider_servers._base import ProviderServer, RecordedCall, Reply, sse, words
-
 from ai_utils.testing._http import dumps
 
 __all__ = ["FakeDeepSeekServer"]
@@ -107,7 +106,9 @@ class FakeDeepSeekServer(ProviderServer):
         if reply.thinking:
             message["reasoning_content"] = reply.thinking
         if reply.tool_calls:
-            message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in self._tool_calls(reply, number)]
+            message["tool_calls"] = [
+                {k: v for k, v in c.items() if k != "index"} for c in self._tool_calls(reply, number)
+            ]
         return {
             "id": f"fake-{number:04d}",
             "object": "chat.completion",

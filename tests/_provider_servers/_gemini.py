@@ -4,7 +4,8 @@ Written from ``google-genai``'s own models (``types.GenerateContentResponse``, `
 ``FunctionCall``, ``GenerateContentResponseUsageMetadata``, camelCase on the wire) and checked with
 ``google.genai.Client(http_options={"base_url": ...})`` in tests/llm/test_provider_servers.py:
 
-- ``POST /v1beta/models/{model}:generateContent`` (or ``/v1/...``, which this SDK generation uses) and ``:streamGenerateContent?alt=sse``, key ``x-goog-api-key``;
+- ``POST /v1beta/models/{model}:generateContent`` (or ``/v1/...``, which this SDK generation uses) and
+  ``:streamGenerateContent?alt=sse``, key ``x-goog-api-key``;
 - body ``contents`` (required; parts ``text`` / ``functionCall`` / ``functionResponse``), ``systemInstruction``,
   ``tools[].functionDeclarations``, ``generationConfig``;
 - reply ``{"candidates": [{"content": {"role": "model", "parts": [...]}, "finishReason", "index"}],
@@ -22,12 +23,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from _provider_servers._base import ProviderServer, RecordedCall, Reply, sse, words
-
 from ai_utils.testing._http import dumps
 
 __all__ = ["FakeGeminiServer"]
 
-_PATH = re.compile(r"^/(?P<version>v1beta|v1)/models/(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent)$")
+_PATH = re.compile(
+    r"^/(?P<version>v1beta|v1)/models/(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent)$"
+)
 _STATUS = {
     400: "INVALID_ARGUMENT",
     401: "UNAUTHENTICATED",

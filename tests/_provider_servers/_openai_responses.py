@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from _provider_servers._base import ProviderServer, RecordedCall, Reply, sse, words
-
 from ai_utils.testing._http import dumps
 
 __all__ = ["FakeResponsesServer"]
@@ -204,7 +203,13 @@ class FakeResponsesServer(ProviderServer):
                     delta=arguments[cut : cut + 8],
                 )
             emit("response.function_call_arguments.done", item_id=added["id"], output_index=index, arguments=arguments)
-            emit("response.output_item.done", output_index=index, item=self._call(number, position, tool_call.name, arguments))
+            emit(
+                "response.output_item.done",
+                output_index=index,
+                item=self._call(number, position, tool_call.name, arguments),
+            )
             index += 1
-        emit("response.completed", response=self._response(reply, call, number, "completed", self._output(reply, number)))
+        emit(
+            "response.completed", response=self._response(reply, call, number, "completed", self._output(reply, number))
+        )
         return sse(events)

@@ -54,9 +54,14 @@ def _anthropic(server: FakeAnthropicServer) -> anthropic.Anthropic:
     return anthropic.Anthropic(api_key=server.api_key, base_url=server.url, max_retries=0)
 
 
-def test_anthropic_sdk_reads_a_message_with_text_tool_use_and_cache_usage(anthropic_server: FakeAnthropicServer) -> None:
+def test_anthropic_sdk_reads_a_message_with_text_tool_use_and_cache_usage(
+    anthropic_server: FakeAnthropicServer,
+) -> None:
     anthropic_server.reply(
-        "Let me check.", tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}}], cache_read=40, cache_creation=8
+        "Let me check.",
+        tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}}],
+        cache_read=40,
+        cache_creation=8,
     )
     client = _anthropic(anthropic_server)
     tool = {"name": "get_weather", "description": "Weather.", "input_schema": WEATHER_TOOL["parameters"]}
@@ -89,7 +94,9 @@ def test_anthropic_sdk_streams_text_and_tool_input_and_validates_every_event(
     anthropic_server: FakeAnthropicServer,
 ) -> None:
     anthropic_server.reply(
-        "Sunny in Paris today.", tool_calls=[{"name": "get_weather", "args": {"city": "Paris", "days": 2}}], cache_read=12
+        "Sunny in Paris today.",
+        tool_calls=[{"name": "get_weather", "args": {"city": "Paris", "days": 2}}],
+        cache_read=12,
     )
     client = _anthropic(anthropic_server)
     with client.messages.stream(
