@@ -23,6 +23,7 @@ from langchain_core.outputs import LLMResult
 
 from ai_utils._json import RawJSON
 from ai_utils.gateway._calls import invoked_model, message_view, read_result, tool_names
+from ai_utils.gateway._secrets import scrub, scrub_error
 from ai_utils.gateway._tap import POLICY_TAP, PolicyTap
 from ai_utils.gateway.actor import Actor
 from ai_utils.gateway.audit import AuditEntry, AuditStatus
@@ -116,6 +117,8 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         self.last_decisions: list[PolicyDecision] = []
         self._pending: dict[UUID, _Pending] = {}
         self._actor_audit = actor.to_audit() if actor is not None else None
+        # The route model's API keys (set by the gateway that built it): never quoted in a failed row or event.
+        self.secrets: tuple[str, ...] = ()
 
     @property
     def _provider(self) -> str:
@@ -204,8 +207,10 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         pending = self._pending.pop(run_id, None)
         if pending is None:
             return
+        # In place, before LangChain re-raises it: the caller's exception (and a logged traceback) loses the key too.
+        scrub_error(error, self.secrets)
         error_type, _ = classify_llm_error(error)
-        message = truncate_for_audit(f"{type(error).__name__}: {error}", 1500)
+        message = truncate_for_audit(scrub(f"{type(error).__name__}: {error}", self.secrets), 1500)
         latency = (time.perf_counter() - pending.started) * 1000
         entry = self._entry(pending, "failed", latency, error_type=error_type, error_message=message)
         self.last_entry = entry

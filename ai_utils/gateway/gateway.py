@@ -24,6 +24,7 @@ from uuid import UUID, uuid4
 from ai_utils.exceptions import UserError
 from ai_utils.gateway._recorder import AuditMode, CallRecorder, OnRecorder
 from ai_utils.gateway._request import PreparedCall, Request, prepare_call
+from ai_utils.gateway._secrets import model_secrets
 from ai_utils.gateway.actor import Actor, to_actor
 from ai_utils.gateway.audit import AuditEntry, AuditSink, NoopAuditSink
 from ai_utils.gateway.callbacks import GatewayCallbackHandler
@@ -98,6 +99,7 @@ class Gateway:
         self.default_actor = to_actor(default_actor)
         self.enforce_actor = enforce_actor
         self._models: dict[str, BaseChatModel] = {}
+        self._secrets: dict[str, tuple[str, ...]] = {}
         # Sink, mode, hooks and clock live on the recorder every handler of this gateway writes through.
         self._recorder = CallRecorder(
             audit=audit if audit is not None else NoopAuditSink(),
@@ -202,6 +204,7 @@ class Gateway:
         from ai_utils.llm import get_llm
 
         model = get_llm(route.provider, route.model, **dict(route.options))
+        handler.secrets = model_secrets(model)
         model.callbacks = [*_as_list(model.callbacks), handler]
         return model
 
@@ -220,12 +223,15 @@ class Gateway:
             from ai_utils.llm import get_llm
 
             model = self._models[route.feature] = get_llm(route.provider, route.model, **dict(route.options))
+            self._secrets[route.feature] = model_secrets(model)
         return model
 
     def _prepare(self, feature: str, messages: Any, request: Request) -> PreparedCall:
         handler = self._handler(feature, request.actor, request.metadata, request.parent_run_id, self.policy)
         route = self._checked_route(handler)
-        call = prepare_call(route, messages, request, model=self._model(route))
+        model = self._model(route)
+        handler.secrets = self._secrets[route.feature]
+        call = prepare_call(route, messages, request, model=model)
         if call.refusal is not None:
             # The refusal runs as one more policy rule of this call: blocked row, event, GatewayError, no provider call.
             handler.policy = (*handler.policy, call.refusal)

@@ -289,9 +289,9 @@ def _leaf(provider: str) -> tuple[type[BaseChatModel], Callable[..., BaseChatMod
 
         return ChatAnthropicModel, chat_anthropic
     if provider == "gemini":
-        from ai_utils.llm._gemini import ChatGoogleGenerativeAI, chat_gemini
+        from ai_utils.llm._gemini import ChatGeminiModel, chat_gemini
 
-        return ChatGoogleGenerativeAI, chat_gemini
+        return ChatGeminiModel, chat_gemini
     from ai_utils.llm._deepseek import ChatDeepSeekModel, chat_deepseek
 
     return ChatDeepSeekModel, chat_deepseek

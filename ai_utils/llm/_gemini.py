@@ -8,10 +8,14 @@ the API root (``https://generativelanguage.googleapis.com``). The Developer API 
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from pydantic import PrivateAttr
 
+from ai_utils._loop_resources import on_loop_close
 from ai_utils._optional import missing_extra
 
 try:
@@ -19,7 +23,44 @@ try:
 except ImportError as _import_error:
     raise missing_extra("langchain-google-genai", extra="gemini", feature='get_llm("gemini")') from _import_error
 
-__all__ = ["ChatGoogleGenerativeAI", "chat_gemini"]
+__all__ = ["ChatGeminiModel", "chat_gemini"]
+
+
+async def _close_loop_pool(pool: Any) -> None:
+    """Close the connection pool ``pool`` keeps for the running loop (and only that one)."""
+    loop = asyncio.get_running_loop()
+    lock = getattr(pool, "_loop_clients_lock", None)
+    clients = getattr(pool, "_loop_clients", None)
+    if lock is None or not isinstance(clients, dict):
+        return
+    with lock:
+        inner = clients.pop(loop, None)
+    if inner is not None:
+        await inner.aclose()
+
+
+class ChatGeminiModel(ChatGoogleGenerativeAI):
+    """`ChatGoogleGenerativeAI` whose per-loop connection pools are closed with the loop ai_utils runs.
+
+    google-genai already keeps one pooled async HTTP client per event loop, but closes them only on an explicit
+    ``aclose()`` from a running loop; a loop that ends (`run_sync`, `asyncio.run`, a test) leaves its sockets open
+    until garbage collection. The SDK has no public per-loop close, so this reaches its pool's per-loop table
+    (guarded: a future SDK without it is left as it is) and closes that loop's pool when ai_utils closes the loop
+    (`ai_utils._loop_resources`), like the other providers' per-loop clients.
+    """
+
+    _closing_loops: weakref.WeakSet[asyncio.AbstractEventLoop] = PrivateAttr(default_factory=weakref.WeakSet)
+
+    @property
+    def async_client(self) -> Any:
+        aio = super().async_client
+        loop = asyncio.get_running_loop()
+        if loop not in self._closing_loops:
+            self._closing_loops.add(loop)
+            pool = getattr(getattr(aio, "_api_client", None), "_async_httpx_client", None)
+            if pool is not None:
+                on_loop_close(lambda: _close_loop_pool(pool))  # not the loop: a closer must not keep it alive
+        return aio
 
 
 def chat_gemini(
@@ -48,4 +89,4 @@ def chat_gemini(
         params["temperature"] = temperature
     if reasoning is not None:
         params["reasoning_effort"] = reasoning
-    return ChatGoogleGenerativeAI(**params)
+    return ChatGeminiModel(**params)

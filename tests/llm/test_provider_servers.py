@@ -8,7 +8,6 @@ tests/llm, tests/gateway and tests/routing use the servers through LangChain and
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -42,12 +41,6 @@ def _only_known_fields(model: type[BaseModel], data: dict[str, Any]) -> None:
 
 
 # -- Anthropic ------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def anthropic_server() -> Iterator[FakeAnthropicServer]:
-    with FakeAnthropicServer() as server:
-        yield server
 
 
 def _anthropic(server: FakeAnthropicServer) -> anthropic.Anthropic:
@@ -155,12 +148,6 @@ def test_anthropic_sdk_sends_betas_as_the_anthropic_beta_header(anthropic_server
 # -- Gemini ---------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def gemini_server() -> Iterator[FakeGeminiServer]:
-    with FakeGeminiServer() as server:
-        yield server
-
-
 def _gemini(server: FakeGeminiServer) -> genai.Client:
     return genai.Client(api_key=server.api_key, http_options=genai_types.HttpOptions(base_url=server.url))
 
@@ -226,12 +213,6 @@ def test_gemini_sdk_raises_server_and_client_errors(gemini_server: FakeGeminiSer
 # -- OpenAI Responses -----------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def responses_server() -> Iterator[FakeResponsesServer]:
-    with FakeResponsesServer() as server:
-        yield server
-
-
 def _openai(server: FakeResponsesServer | FakeDeepSeekServer) -> openai.OpenAI:
     return openai.OpenAI(api_key=server.api_key, base_url=server.url, max_retries=0)
 
@@ -287,12 +268,6 @@ def test_openai_sdk_sees_the_responses_errors(responses_server: FakeResponsesSer
 
 
 # -- DeepSeek (OpenAI SDK, as DeepSeek's own docs use it) -----------------------------------------------------
-
-
-@pytest.fixture
-def deepseek_server() -> Iterator[FakeDeepSeekServer]:
-    with FakeDeepSeekServer() as server:
-        yield server
 
 
 def test_openai_sdk_reads_deepseek_reasoning_and_cache_hit_tokens(deepseek_server: FakeDeepSeekServer) -> None:
