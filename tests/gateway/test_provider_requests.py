@@ -272,3 +272,19 @@ def test_a_rejected_key_never_reaches_the_error_the_log_or_the_audit_row(
     assert entry.status == "failed"
     assert secret not in repr(entry)
     assert secret in server.calls[0].headers.get("x-api-key", "") + str(server.calls[0].headers)
+
+
+def test_gateway_llm_scrubs_an_echoed_key_too(
+    anthropic_server: FakeAnthropicServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-ant-live-ECHOED-abcdef0123456789"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", secret)
+    anthropic_server.fail(401, message=f"bad key {secret}")
+    sink = MemoryAuditSink()
+    gateway = Gateway(routes=[Route("support", "anthropic", "claude-haiku-5-5", {"max_retries": 0})], audit=sink)
+
+    with pytest.raises(Exception) as info:
+        gateway.llm("support", actor=ACTOR).invoke("hi")
+
+    assert secret not in str(info.value) and "[REDACTED:api_key]" in str(info.value)
+    assert secret not in (sink.entries[0].error_message or "")
