@@ -3,8 +3,9 @@
 A broken or hostile provider can echo the key it was sent in its error body ("invalid api key sk-..."); the SDK
 quotes that body in its exception message. The gateway knows the exact keys of the models it builds, so it
 replaces them wherever the error text goes: before the audit row and the ``llm.call.failed`` event are written,
-and in the exception the caller gets (its message, ``message`` and ``body``, and the exceptions it was raised
-from), so a log of the traceback cannot quote it either.
+and in the exception the caller gets (its message, the SDKs' ``message`` / ``body`` / ``details`` /
+``response_json``, and the exceptions it was raised from), so a log of the traceback cannot quote it either.
+The raw HTTP response an SDK error keeps (``.response``) is left as the SDK made it.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def _scrub_value(value: Any, secrets: tuple[str, ...]) -> Any:
 
 
 def scrub_error(error: BaseException, secrets: tuple[str, ...]) -> None:
-    """Remove ``secrets`` from ``error`` in place: its args, ``message`` and ``body``, and its causes'."""
+    """Remove ``secrets`` from ``error`` in place: its args and the SDKs' error-body attributes, and its causes'."""
     if not secrets:
         return
     seen: set[int] = set()
@@ -64,7 +65,7 @@ def scrub_error(error: BaseException, secrets: tuple[str, ...]) -> None:
     while current is not None and id(current) not in seen and len(seen) < 16:
         seen.add(id(current))
         current.args = tuple(_scrub_value(arg, secrets) for arg in current.args)
-        for attribute in ("message", "body"):
+        for attribute in ("message", "body", "details", "response_json"):  # OpenAI, Anthropic, google-genai
             value = getattr(current, attribute, None)
             if isinstance(value, str | dict | list):
                 try:

@@ -188,8 +188,9 @@ def test_anthropic_reasoning_becomes_its_effort_setting(anthropic_server: FakeAn
 
 def test_gemini_reasoning_becomes_its_thinking_level(gemini_server: FakeGeminiServer) -> None:
     get_llm("gemini", "gemini-3.5-flash", reasoning="low").invoke("think")
-    config = gemini_server.calls[0].body["generationConfig"]
-    assert config["thinkingConfig"]["thinkingLevel"].lower() == "low"
+    thinking = gemini_server.calls[0].body["generationConfig"]["thinkingConfig"]
+    # Gemini's JSON (proto3 JSON) takes both field spellings; langchain-google-genai sends the snake_case one.
+    assert (thinking.get("thinkingLevel") or thinking.get("thinking_level")).lower() == "low"
 
 
 def test_gemini_max_retries_counts_retries_like_every_other_provider(gemini_server: FakeGeminiServer) -> None:
