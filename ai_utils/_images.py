@@ -63,8 +63,9 @@ def _data_url(url: str, where: str) -> str:
     header, comma, payload = url.partition(",")
     if not comma or not header.lower().endswith(";base64"):
         raise UserError(f"{where} is a data URL that is not base64 ({_short(header)}). Use data:image/...;base64,...")
+    # The whole payload, not its first characters: a valid head on a broken body would reach the provider.
     try:
-        head = base64.b64decode(payload[:16], validate=True)
+        head = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise UserError(f"{where} is a data URL whose payload is not valid base64 ({exc}).") from exc
     mime = sniff(head)
@@ -95,7 +96,7 @@ def base64_image(image: bytes | bytearray | memoryview | str, *, where: str = "t
         url = _data_url(image, where)
         return url[len("data:") : url.index(";")], url.partition(",")[2]
     try:
-        head = base64.b64decode(image[:16], validate=True)
+        head = base64.b64decode(image, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise UserError(f"{where} is neither base64 image data nor a data: URL ({_short(image)}).") from exc
     mime = sniff(head)

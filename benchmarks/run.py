@@ -40,6 +40,7 @@ MODULES = [
     "bench_sessions",
     "bench_governance",
     "bench_loops",
+    "bench_providers",
 ]
 
 

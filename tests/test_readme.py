@@ -22,7 +22,10 @@ def test_readme_has_the_two_setup_commands() -> None:
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_snippet_runs(index: int, aimock: Aimock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # get_llm() examples need keys and a reachable provider: dummies, and the local fake server.
-    for name in ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "CHATGROQ_API_KEY"):
+    for name in (
+        "OPENROUTER_API_KEY", "OPENAI_API_KEY", "CHATGROQ_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY",
+        "DEEPSEEK_API_KEY",
+    ):  # fmt: skip
         monkeypatch.setenv(name, "sk-test-not-a-real-key")
     monkeypatch.setenv("OPENROUTER_BASE_URL", aimock.openrouter_base_url)
     claude = tmp_path / "claude"

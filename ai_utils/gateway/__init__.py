@@ -2,7 +2,8 @@
 
 - `Gateway(routes=[Route(feature, provider, model)], ...)`: ``gateway.llm(feature, actor=...)`` gives a governed
   chat model; ``gateway.callback(feature, actor=...)`` governs any LangChain run via ``callbacks=[...]``;
-  ``gateway.complete`` / ``gateway.stream`` speak the seed's request/chunk API.
+  ``gateway.complete`` / ``gateway.stream`` speak the seed's request/chunk API (per-request options,
+  ``GatewayResponse``, `report_dropped_content` / `DroppedContentReport` for text-only routes).
 - Policy: `feature_registered`, `require_actor`, `tool_allowlist`, `DEFAULT_POLICY`, `run_policy_chain`.
 - Audit: `AuditEntry`; sinks `NoopAuditSink`, `MemoryAuditSink`, `JsonlAuditSink`, `SqliteAuditSink`,
   `SupabaseAuditSink` (extra ``supabase``, loaded on first use).
@@ -49,6 +50,7 @@ from ai_utils.gateway.completion import (
     aconsume_stream,
     consume_stream,
 )
+from ai_utils.gateway.dropped import DroppedContentReport, report_dropped_content
 from ai_utils.gateway.errors import AuditWriteError, ErrorType, GatewayError, classify_llm_error
 from ai_utils.gateway.events import GatewayEvent, GatewayEventType
 from ai_utils.gateway.feedback import (
@@ -97,6 +99,7 @@ __all__ = [
     "ContextBlock",
     "DimensionScore",
     "DirectiveResult",
+    "DroppedContentReport",
     "ErrorType",
     "FeedbackEntry",
     "FeedbackSink",
@@ -139,6 +142,7 @@ __all__ = [
     "hash_canonical",
     "parse_assistant_directives",
     "render_context_blocks",
+    "report_dropped_content",
     "require_actor",
     "run_policy_chain",
     "supabase_audit_sql",

@@ -17,6 +17,7 @@ import os
 import re
 import sqlite3
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
@@ -156,29 +157,38 @@ class NoopAuditSink:
 
 
 class MemoryAuditSink:
-    """Keep rows in memory, in write order, for tests (``.entries``)."""
+    """Keep rows in memory, in write order, for tests (``.entries``).
+
+    Rows are kept as written: `AuditEntry` objects from the gateway, or mappings a test writes itself
+    (``sink.write({"request_id": ..., "status": ...})``).
+    """
 
     def __init__(self) -> None:
-        self.entries: list[AuditEntry] = []
-        self._pending: dict[str, int] = {}
+        self.entries: list[Any] = []
+        self._pending: dict[Any, int] = {}
 
-    def write(self, entry: AuditEntry) -> None:
+    def write(self, entry: AuditEntry | Mapping[str, Any]) -> None:
         """Append the row to ``entries`` (the final row of a pending one takes its place).
 
         Args:
-            entry: the row.
+            entry: the row: an `AuditEntry`, or a mapping with the same keys (``request_id`` and ``status``
+                decide whether it completes a pending row; without them it is simply appended).
         """
-        index = self._pending.pop(entry.request_id, None)
+        if isinstance(entry, Mapping):
+            request_id, status = entry.get("request_id"), entry.get("status")
+        else:
+            request_id, status = entry.request_id, entry.status
+        index = self._pending.pop(request_id, None) if request_id is not None else None
         if index is not None:
             self.entries[index] = entry
-            if entry.status == "pending":
-                self._pending[entry.request_id] = index
+            if status == "pending":
+                self._pending[request_id] = index
             return
-        if entry.status == "pending":
-            self._pending[entry.request_id] = len(self.entries)
+        if status == "pending" and request_id is not None:
+            self._pending[request_id] = len(self.entries)
         self.entries.append(entry)
 
-    async def awrite(self, entry: AuditEntry) -> None:
+    async def awrite(self, entry: AuditEntry | Mapping[str, Any]) -> None:
         """Async `write`.
 
         Args:

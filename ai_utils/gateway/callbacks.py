@@ -23,6 +23,7 @@ from langchain_core.outputs import LLMResult
 
 from ai_utils._json import RawJSON
 from ai_utils.gateway._calls import invoked_model, message_view, read_result, tool_names
+from ai_utils.gateway._secrets import scrub, scrub_error
 from ai_utils.gateway._tap import POLICY_TAP, PolicyTap
 from ai_utils.gateway.actor import Actor
 from ai_utils.gateway.audit import AuditEntry, AuditStatus
@@ -71,6 +72,8 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         policy: the policy chain run before every call.
         actor: the actor, already merged with the gateway's ``default_actor``.
         metadata: recorded on every audit row and event.
+        parent_run_id: recorded as every row's ``parent_run_id`` (correlating the calls with a run of yours),
+            in place of the enclosing LangChain run.
 
     Attributes:
         feature: the feature.
@@ -78,6 +81,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         actor: the actor, merged with the gateway's ``default_actor``.
         request_ids: ids of the last 1000 calls this handler has seen, in start order.
         last_decisions: the policy decisions of the latest call.
+        last_entry: the final audit row of the latest finished call (``None`` before one finished).
     """
 
     raise_error: bool = True
@@ -98,8 +102,11 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         policy: Sequence[PolicyRule],
         actor: Actor | None = None,
         metadata: Mapping[str, Any] | None = None,
+        parent_run_id: str | None = None,
     ) -> None:
         self.feature = feature
+        self.parent_run_id = parent_run_id
+        self.last_entry: AuditEntry | None = None
         self.route: Route | None = routes.get(feature)
         self.recorder = recorder
         self.policy: tuple[PolicyRule, ...] = tuple(policy)
@@ -110,6 +117,8 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         self.last_decisions: list[PolicyDecision] = []
         self._pending: dict[UUID, _Pending] = {}
         self._actor_audit = actor.to_audit() if actor is not None else None
+        # The route model's API keys (set by the gateway that built it): never quoted in a failed row or event.
+        self.secrets: tuple[str, ...] = ()
 
     @property
     def _provider(self) -> str:
@@ -173,6 +182,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             pending.decisions.extend(tapped)
         latency = (time.perf_counter() - pending.started) * 1000
         entry = self._entry(pending, "succeeded", latency, usage=usage, tools_used=tools_used, response=text)
+        self.last_entry = entry
         # An AuditWriteError (required mode) propagates here, failing the call after on_audit_error ran.
         try:
             self.recorder.write(entry)
@@ -197,10 +207,13 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         pending = self._pending.pop(run_id, None)
         if pending is None:
             return
+        # In place, before LangChain re-raises it: the caller's exception (and a logged traceback) loses the key too.
+        scrub_error(error, self.secrets)
         error_type, _ = classify_llm_error(error)
-        message = truncate_for_audit(f"{type(error).__name__}: {error}", 1500)
+        message = truncate_for_audit(scrub(f"{type(error).__name__}: {error}", self.secrets), 1500)
         latency = (time.perf_counter() - pending.started) * 1000
         entry = self._entry(pending, "failed", latency, error_type=error_type, error_message=message)
+        self.last_entry = entry
         try:
             self.recorder.write(entry)
         except GatewayError:
@@ -261,7 +274,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             decisions=[d.to_dict() for d in decisions] + (tap.before_call() if tap is not None else []),
             tools_requested=tools,
             views=views,
-            parent_run_id=str(parent_run_id) if parent_run_id is not None else None,
+            parent_run_id=self.parent_run_id or (str(parent_run_id) if parent_run_id is not None else None),
             metadata=metadata,
             tap=tap,
             model=model,

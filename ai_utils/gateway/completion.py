@@ -8,13 +8,15 @@ Reasoning never enters the assembled text.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from typing_extensions import TypedDict
 
+from ai_utils.gateway.dropped import DroppedContentReport
 from ai_utils.gateway.policy import PolicyDecision
 
 __all__ = [
@@ -76,29 +78,50 @@ StreamChunk: TypeAlias = TextDelta | ReasoningDelta | ToolInputDelta | ToolInput
 
 @dataclass(frozen=True)
 class GatewayResponse:
-    """The result of `Gateway.complete`.
+    """The result of `Gateway.complete` (the seed's ``LLMResponse``).
 
     Args:
-        text: the visible reply text.
+        text: the visible reply text (reasoning left out); empty for a tool-only reply, see ``content_blocks``.
+        message: the LangChain `AIMessage`.
+        usage: token counts as LangChain reports them (``input_tokens``, ``output_tokens``, ``total_tokens``,
+            ``input_token_details`` with ``cache_read`` / ``cache_creation`` where the provider reports them),
+            or ``None``.
+        model: the model that answered (with a profile route, the fallback that did), as in the audit row.
+        provider: the route's provider.
         request_id: the gateway request id (audit row, events, feedback).
-        model_used: the route's model.
-        provider_used: the route's provider.
+        latency_ms: end-to-end gateway latency, including the audit write.
+        cache_hit: whether the provider reported prompt tokens read from its cache.
+        content_blocks: the reply as LangChain's standard content blocks (text, reasoning, tool calls, images).
+        dropped_content: what the call did not send (non-text content on a text-only route, request options the
+            provider does not take); falsy when nothing was dropped.
         policy_decisions: every policy decision of the call.
         tool_calls: ``[{"tool_call_id", "tool_name", "input"}]``.
         stop_reason: the provider's finish reason, if reported.
-        usage: token counts, if reported.
-        message: the LangChain `AIMessage`.
     """
 
     text: str
-    request_id: str
-    model_used: str
-    provider_used: str
-    policy_decisions: list[PolicyDecision]
-    tool_calls: list[dict[str, Any]]
-    stop_reason: str | None
-    usage: dict[str, Any] | None
     message: AIMessage
+    usage: dict[str, Any] | None
+    model: str
+    provider: str
+    request_id: str
+    latency_ms: float
+    cache_hit: bool
+    content_blocks: list[dict[str, Any]]
+    dropped_content: DroppedContentReport = field(default_factory=DroppedContentReport)
+    policy_decisions: list[PolicyDecision] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    stop_reason: str | None = None
+
+    @property
+    def model_used(self) -> str:
+        """The seed's ``modelUsed``: same as ``model``."""
+        return self.model
+
+    @property
+    def provider_used(self) -> str:
+        """The seed's ``providerUsed``: same as ``provider``."""
+        return self.provider
 
 
 @dataclass
@@ -211,7 +234,8 @@ class _Translator:
                         "input": call["args"],
                     }
                 )
-        reason = merged.response_metadata.get("finish_reason") if merged is not None else None
+        metadata = merged.response_metadata if merged is not None else {}
+        reason = metadata.get("finish_reason") or metadata.get("stop_reason")
         out.append({"type": "stop", "reason": reason})
         return out
 
@@ -260,12 +284,14 @@ class GatewayStream:
         model_used: the route's model.
         provider_used: the route's provider.
         chunks: a sync or async iterator of chunks.
+        dropped_content: what the call does not send (see `GatewayResponse`), known before the first chunk.
     """
 
     request_id: str
     model_used: str
     provider_used: str
     chunks: Iterator[StreamChunk] | AsyncIterator[StreamChunk]
+    dropped_content: DroppedContentReport = field(default_factory=DroppedContentReport)
 
     def __iter__(self) -> Iterator[StreamChunk]:
         """Iterate a stream made by `Gateway.stream`.
@@ -294,32 +320,53 @@ class GatewayStream:
         return self.chunks
 
 
+def cache_hit(usage: Mapping[str, Any] | None) -> bool:
+    """Whether ``usage`` reports prompt tokens read from the provider's cache."""
+    details = (usage or {}).get("input_token_details")
+    return isinstance(details, Mapping) and bool(details.get("cache_read"))
+
+
 def response_from(
-    message: BaseMessage, request_id: str, model: str, provider: str, decisions: Sequence[PolicyDecision]
+    message: BaseMessage,
+    *,
+    request_id: str,
+    model: str,
+    provider: str,
+    decisions: Sequence[PolicyDecision],
+    started: float,
+    dropped: DroppedContentReport,
 ) -> GatewayResponse:
     """Build a `GatewayResponse` from the governed model's reply.
 
     Args:
         message: the reply.
-        request_id: the request id.
-        model: the route's model.
+        request_id: the request id (the audit row's).
+        model: the model that answered.
         provider: the route's provider.
         decisions: the call's policy decisions.
+        started: ``time.perf_counter()`` when the gateway call started.
+        dropped: what the call did not send.
 
     Returns:
         The response.
     """
     ai = message if isinstance(message, AIMessage) else AIMessage(content=message.content)
+    usage = dict(ai.usage_metadata) if ai.usage_metadata else None
+    metadata = ai.response_metadata
     return GatewayResponse(
         text=ai.text,
+        message=ai,
+        usage=usage,
+        model=model,
+        provider=provider,
         request_id=request_id,
-        model_used=model,
-        provider_used=provider,
+        latency_ms=round((time.perf_counter() - started) * 1000, 3),
+        cache_hit=cache_hit(usage),
+        content_blocks=[dict(block) for block in ai.content_blocks],
+        dropped_content=dropped,
         policy_decisions=list(decisions),
         tool_calls=[
             {"tool_call_id": c.get("id") or "", "tool_name": c["name"], "input": c["args"]} for c in ai.tool_calls
         ],
-        stop_reason=ai.response_metadata.get("finish_reason"),
-        usage=dict(ai.usage_metadata) if ai.usage_metadata else None,
-        message=ai,
+        stop_reason=metadata.get("finish_reason") or metadata.get("stop_reason"),
     )

@@ -32,24 +32,42 @@ class AuditWriteError(GatewayError):
 
 
 _NETWORK_NAMES = frozenset(
-    {"APIConnectionError", "APITimeoutError", "ConnectError", "ConnectTimeout", "ReadTimeout", "TransportError"}
+    {
+        "APIConnectionError",
+        "APITimeoutError",
+        "ConnectError",
+        "ConnectTimeout",
+        "ReadTimeout",
+        "TransportError",
+        "ModelConnectionError",
+        "ModelTimeoutError",
+    }
+)
+# LangChain's provider-neutral `ModelError` family (langchain-core >= 1.8), which the provider packages raise
+# beside (and subclassing) their SDK's own errors.
+_RATE_NAMES = frozenset({"RateLimitError", "ModelRateLimitError"})
+_AUTH_NAMES = frozenset(
+    {"AuthenticationError", "PermissionDeniedError", "ModelAuthenticationError", "ModelPermissionDeniedError"}
 )
 
 
 def _status_of(err: BaseException) -> int | None:
-    for holder in (err, getattr(err, "response", None)):
-        for attr in ("status_code", "status"):
-            value = getattr(holder, attr, None)
-            if isinstance(value, int):
-                return value
+    # ``status_code`` (OpenAI, Anthropic, groq SDKs, httpx responses), ``status`` (aiohttp), ``code`` (google-genai,
+    # whose ``status`` is the text "UNAVAILABLE"); a wrapper raised ``from`` the SDK error carries it on its cause.
+    for source in (err, err.__cause__):
+        for holder in (source, getattr(source, "response", None)):
+            for attr in ("status_code", "status", "code"):
+                value = getattr(holder, attr, None)
+                if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+                    return value
     return None
 
 
 def classify_llm_error(err: BaseException) -> tuple[ErrorType, bool]:
     """Sort an error raised during a model call into a category for telemetry and retries.
 
-    Works by exception class and HTTP status, so it understands the OpenAI SDK (and SDKs built like it)
-    without importing them.
+    Works by exception class and HTTP status, so it understands the OpenAI, Anthropic, groq and google-genai
+    SDKs and LangChain's ``ModelError`` family without importing them.
 
     Args:
         err: the exception.
@@ -65,14 +83,16 @@ def classify_llm_error(err: BaseException) -> tuple[ErrorType, bool]:
         return ("policy", False)
     names = {cls.__name__ for cls in type(err).__mro__}
     status = _status_of(err)
-    if status == 429 or "RateLimitError" in names:
+    if status == 429 or names & _RATE_NAMES:
         return ("rate_limit", True)
-    if status in (401, 403) or names & {"AuthenticationError", "PermissionDeniedError"}:
+    if status in (401, 403) or names & _AUTH_NAMES:
         return ("auth", False)
     if names & _NETWORK_NAMES or isinstance(err, (ConnectionError, TimeoutError)):
         return ("network", True)
     if status is not None:
         return ("provider", status in (408, 409) or status >= 500)
+    if "ModelError" in names:
+        return ("provider", bool(getattr(err, "is_retryable", False)))
     if "ProviderError" in names or "APIError" in names:
         return ("provider", False)
     return ("unknown", False)

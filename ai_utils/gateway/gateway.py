@@ -19,14 +19,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 from ai_utils.exceptions import UserError
 from ai_utils.gateway._recorder import AuditMode, CallRecorder, OnRecorder
+from ai_utils.gateway._request import PreparedCall, Request, prepare_call
+from ai_utils.gateway._secrets import model_secrets
 from ai_utils.gateway.actor import Actor, to_actor
 from ai_utils.gateway.audit import AuditEntry, AuditSink, NoopAuditSink
 from ai_utils.gateway.callbacks import GatewayCallbackHandler
-from ai_utils.gateway.completion import GatewayResponse, GatewayStream, atranslate, response_from, translate
+from ai_utils.gateway.completion import GatewayResponse, GatewayStream, atranslate, translate
+from ai_utils.gateway.dropped import OnDroppedContent
 from ai_utils.gateway.errors import GatewayError
 from ai_utils.gateway.events import GatewayEvent
 from ai_utils.gateway.policy import DEFAULT_POLICY, PolicyRule, feature_registered
@@ -34,8 +37,8 @@ from ai_utils.gateway.route import Route
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
-    from langchain_core.messages import BaseMessage
-    from langchain_core.runnables import Runnable
+
+    from ai_utils.llm._request import ResponseFormat
 
 __all__ = ["AuditMode", "Gateway", "Route"]
 
@@ -95,6 +98,8 @@ class Gateway:
         self.policy: tuple[PolicyRule, ...] = tuple(policy)
         self.default_actor = to_actor(default_actor)
         self.enforce_actor = enforce_actor
+        self._models: dict[str, BaseChatModel] = {}
+        self._secrets: dict[str, tuple[str, ...]] = {}
         # Sink, mode, hooks and clock live on the recorder every handler of this gateway writes through.
         self._recorder = CallRecorder(
             audit=audit if audit is not None else NoopAuditSink(),
@@ -131,6 +136,7 @@ class Gateway:
         *,
         actor: Actor | Mapping[str, Any] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        parent_run_id: str | UUID | None = None,
     ) -> GatewayCallbackHandler:
         """Build the callback handler that governs model calls of any LangChain run for ``feature``.
 
@@ -141,14 +147,31 @@ class Gateway:
             feature: the feature.
             actor: the actor (`Actor` or mapping), merged with ``default_actor``.
             metadata: recorded on every audit row and event.
+            parent_run_id: recorded as the rows' ``parent_run_id`` (e.g. the run a judge scores).
 
         Returns:
             A `GatewayCallbackHandler`.
         """
+        return self._handler(feature, actor, metadata, parent_run_id, self.policy)
+
+    def _handler(
+        self,
+        feature: str,
+        actor: Actor | Mapping[str, Any] | None,
+        metadata: Mapping[str, Any] | None,
+        parent_run_id: str | UUID | None,
+        policy: Sequence[PolicyRule],
+    ) -> GatewayCallbackHandler:
         merged = to_actor(actor)
         merged = merged.merged_with(self.default_actor) if merged is not None else self.default_actor
         return GatewayCallbackHandler(
-            feature, recorder=self._recorder, routes=self.routes, policy=self.policy, actor=merged, metadata=metadata
+            feature,
+            recorder=self._recorder,
+            routes=self.routes,
+            policy=policy,
+            actor=merged,
+            metadata=metadata,
+            parent_run_id=str(parent_run_id) if parent_run_id is not None else None,
         )
 
     def llm(
@@ -157,6 +180,7 @@ class Gateway:
         *,
         actor: Actor | Mapping[str, Any] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        parent_run_id: str | UUID | None = None,
     ) -> BaseChatModel:
         """Build the route's model (via `ai_utils.get_llm`) with this gateway's callback attached.
 
@@ -167,6 +191,7 @@ class Gateway:
             feature: the feature.
             actor: the actor (`Actor` or mapping), merged with ``default_actor``.
             metadata: recorded on every audit row and event.
+            parent_run_id: recorded as the rows' ``parent_run_id``.
 
         Returns:
             The governed chat model.
@@ -174,33 +199,45 @@ class Gateway:
         Raises:
             GatewayError: the feature has no route (after writing a ``blocked`` row and event).
         """
-        return self._governed(feature, actor, metadata)[0]
+        handler = self.callback(feature, actor=actor, metadata=metadata, parent_run_id=parent_run_id)
+        route = self._checked_route(handler)
+        from ai_utils.llm import get_llm
 
-    def _governed(
-        self, feature: str, actor: Actor | Mapping[str, Any] | None, metadata: Mapping[str, Any] | None
-    ) -> tuple[BaseChatModel, GatewayCallbackHandler, Route]:
-        handler = self.callback(feature, actor=actor, metadata=metadata)
+        model = get_llm(route.provider, route.model, **dict(route.options))
+        handler.secrets = model_secrets(model)
+        model.callbacks = [*_as_list(model.callbacks), handler]
+        return model
+
+    def _checked_route(self, handler: GatewayCallbackHandler) -> Route:
         route = handler.route
         if route is None:
             # Same pipeline as a call: blocked row, llm.policy.blocked event, GatewayError with the decisions.
             handler.on_chat_model_start({}, [], run_id=uuid4())
-            self._no_route(feature)  # a custom chain without feature_registered let it through
-        from ai_utils.llm import get_llm
+            self._no_route(handler.feature)  # a custom chain without feature_registered let it through
+        return route
 
-        model = get_llm(route.provider, route.model, **dict(route.options))
-        model.callbacks = [*_as_list(model.callbacks), handler]
-        return model, handler, route
+    def _model(self, route: Route) -> BaseChatModel:
+        """The route's model for `complete`/`stream`, built once per route (callbacks go per call, in the config)."""
+        model = self._models.get(route.feature)
+        if model is None:
+            from ai_utils.llm import get_llm
 
-    def _prepare(
-        self,
-        feature: str,
-        actor: Actor | Mapping[str, Any] | None,
-        metadata: Mapping[str, Any] | None,
-        tools: Sequence[Any],
-    ) -> tuple[Runnable[Any, BaseMessage], GatewayCallbackHandler, Route, dict[str, Any]]:
-        model, handler, route = self._governed(feature, actor, metadata)
-        runnable: Runnable[Any, BaseMessage] = model.bind_tools(list(tools)) if tools else model
-        return runnable, handler, route, {"run_id": uuid4()}
+            model = self._models[route.feature] = get_llm(route.provider, route.model, **dict(route.options))
+            self._secrets[route.feature] = model_secrets(model)
+        return model
+
+    def _prepare(self, feature: str, messages: Any, request: Request) -> PreparedCall:
+        handler = self._handler(feature, request.actor, request.metadata, request.parent_run_id, self.policy)
+        route = self._checked_route(handler)
+        model = self._model(route)
+        handler.secrets = self._secrets[route.feature]
+        call = prepare_call(route, messages, request, model=model)
+        if call.refusal is not None:
+            # The refusal runs as one more policy rule of this call: blocked row, event, GatewayError, no provider call.
+            handler.policy = (*handler.policy, call.refusal)
+        call.config["callbacks"] = [handler]
+        call.handler = handler
+        return call
 
     def complete(
         self,
@@ -209,7 +246,14 @@ class Gateway:
         *,
         actor: Actor | Mapping[str, Any] | None = None,
         metadata: Mapping[str, Any] | None = None,
-        tools: Sequence[Any] = (),
+        tools: Sequence[Any] | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        response_format: ResponseFormat | None = None,
+        betas: Sequence[str] | None = None,
+        parent_run_id: str | UUID | None = None,
+        strict_text_only: bool = False,
+        on_dropped_content: OnDroppedContent | None = None,
     ) -> GatewayResponse:
         """Make one governed call (the seed's ``gateway.complete``).
 
@@ -219,16 +263,34 @@ class Gateway:
             actor: the actor.
             metadata: recorded on the audit row and events.
             tools: tools to offer (anything ``bind_tools`` accepts).
+            temperature: sampling temperature for this call.
+            max_tokens: output token cap for this call.
+            response_format: ``"text"``, ``"json_object"`` or ``{"type": "json_schema", "json_schema": {"name",
+                "schema"}}``, translated for the provider (Gemini: ``response_mime_type``/``response_json_schema``;
+                Anthropic: ``output_config.format``, JSON schema only; DeepSeek: ``json_object`` only).
+            betas: provider beta flags (Anthropic, e.g. ``["computer-use-2025-01-24"]``); dropped and reported
+                for other providers.
+            parent_run_id: recorded as the audit row's ``parent_run_id`` (correlate multi-step runs).
+            strict_text_only: on a text-only route, refuse a call with non-text content (`GatewayError`, before any
+                provider call) instead of stripping it.
+            on_dropped_content: told what the call does not send (`DroppedContentReport`) before the provider
+                call; default: one logged warning with counts (never content).
 
         Returns:
-            The `GatewayResponse` (text, request id, decisions, tool calls, usage).
+            The `GatewayResponse` (text, message, usage, model, provider, request id, latency, cache hit, content
+            blocks, dropped content, policy decisions, tool calls).
 
         Raises:
-            GatewayError: the policy denied the call (no provider call was made).
+            GatewayError: the policy denied the call, or ``strict_text_only`` refused it (no provider call made).
+            UserError: unreadable messages or a malformed option.
         """
-        runnable, handler, route, config = self._prepare(feature, actor, metadata, tools)
-        message = runnable.invoke(messages, config=config)  # type: ignore[arg-type]
-        return response_from(message, str(config["run_id"]), route.model, route.provider, handler.last_decisions)
+        request = Request(
+            actor, metadata, tools, temperature, max_tokens, response_format, betas, parent_run_id,
+            strict_text_only, on_dropped_content,
+        )  # fmt: skip
+        call = self._prepare(feature, messages, request)
+        message = call.runnable.invoke(call.messages, config=call.config)
+        return call.response(message)
 
     async def acomplete(
         self,
@@ -237,12 +299,23 @@ class Gateway:
         *,
         actor: Actor | Mapping[str, Any] | None = None,
         metadata: Mapping[str, Any] | None = None,
-        tools: Sequence[Any] = (),
+        tools: Sequence[Any] | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        response_format: ResponseFormat | None = None,
+        betas: Sequence[str] | None = None,
+        parent_run_id: str | UUID | None = None,
+        strict_text_only: bool = False,
+        on_dropped_content: OnDroppedContent | None = None,
     ) -> GatewayResponse:
         """Async `complete`, with the same arguments, result and errors."""
-        runnable, handler, route, config = self._prepare(feature, actor, metadata, tools)
-        message = await runnable.ainvoke(messages, config=config)  # type: ignore[arg-type]
-        return response_from(message, str(config["run_id"]), route.model, route.provider, handler.last_decisions)
+        request = Request(
+            actor, metadata, tools, temperature, max_tokens, response_format, betas, parent_run_id,
+            strict_text_only, on_dropped_content,
+        )  # fmt: skip
+        call = self._prepare(feature, messages, request)
+        message = await call.runnable.ainvoke(call.messages, config=call.config)
+        return call.response(message)
 
     def stream(
         self,
@@ -251,18 +324,30 @@ class Gateway:
         *,
         actor: Actor | Mapping[str, Any] | None = None,
         metadata: Mapping[str, Any] | None = None,
-        tools: Sequence[Any] = (),
+        tools: Sequence[Any] | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        response_format: ResponseFormat | None = None,
+        betas: Sequence[str] | None = None,
+        parent_run_id: str | UUID | None = None,
+        strict_text_only: bool = False,
+        on_dropped_content: OnDroppedContent | None = None,
     ) -> GatewayStream:
         """Stream one governed call as the seed's chunks; audited once at the end with the assembled text.
 
-        The arguments are `complete`'s.
+        The arguments are `complete`'s. Content and options are dropped (and reported) when this is called; the
+        policy (and a ``strict_text_only`` refusal) runs when iteration starts, before the provider call.
 
         Returns:
-            A `GatewayStream` (``request_id`` known up front); iterate it with ``for``.
+            A `GatewayStream` (``request_id`` and ``dropped_content`` known up front); iterate it with ``for``.
         """
-        runnable, _, route, config = self._prepare(feature, actor, metadata, tools)
-        chunks = translate(runnable.stream(messages, config=config))  # type: ignore[arg-type]
-        return GatewayStream(str(config["run_id"]), route.model, route.provider, chunks)
+        request = Request(
+            actor, metadata, tools, temperature, max_tokens, response_format, betas, parent_run_id,
+            strict_text_only, on_dropped_content,
+        )  # fmt: skip
+        call = self._prepare(feature, messages, request)
+        chunks = translate(call.runnable.stream(call.messages, config=call.config))
+        return call.stream(chunks)
 
     def astream(
         self,
@@ -271,12 +356,23 @@ class Gateway:
         *,
         actor: Actor | Mapping[str, Any] | None = None,
         metadata: Mapping[str, Any] | None = None,
-        tools: Sequence[Any] = (),
+        tools: Sequence[Any] | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        response_format: ResponseFormat | None = None,
+        betas: Sequence[str] | None = None,
+        parent_run_id: str | UUID | None = None,
+        strict_text_only: bool = False,
+        on_dropped_content: OnDroppedContent | None = None,
     ) -> GatewayStream:
         """Async `stream`, with the same arguments: iterate the `GatewayStream` with ``async for``."""
-        runnable, _, route, config = self._prepare(feature, actor, metadata, tools)
-        chunks = atranslate(runnable.astream(messages, config=config))  # type: ignore[arg-type]
-        return GatewayStream(str(config["run_id"]), route.model, route.provider, chunks)
+        request = Request(
+            actor, metadata, tools, temperature, max_tokens, response_format, betas, parent_run_id,
+            strict_text_only, on_dropped_content,
+        )  # fmt: skip
+        call = self._prepare(feature, messages, request)
+        chunks = atranslate(call.runnable.astream(call.messages, config=call.config))
+        return call.stream(chunks)
 
 
 def _as_list(callbacks: Any) -> list[Any]:

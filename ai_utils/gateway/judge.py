@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Any
+from uuid import UUID
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -163,8 +164,8 @@ class LLMJudge:
         self.temperature = temperature
         self.metadata = {**(metadata or {}), "judge_rubric": self.rubric.name}
 
-    def _model(self) -> Any:
-        llm = self.gateway.llm(self.feature, actor=self.actor, metadata=self.metadata)
+    def _model(self, parent_run_id: str | UUID | None = None) -> Any:
+        llm = self.gateway.llm(self.feature, actor=self.actor, metadata=self.metadata, parent_run_id=parent_run_id)
         fields = type(llm).model_fields
         if "temperature" in fields:
             llm.temperature = self.temperature  # type: ignore[attr-defined]
@@ -182,13 +183,17 @@ class LLMJudge:
             HumanMessage("\n\n".join(parts)),
         ]
 
-    def evaluate(self, task: str, subject: Any, reference: Any = None) -> JudgeResult:
+    def evaluate(
+        self, task: str, subject: Any, reference: Any = None, *, parent_run_id: str | UUID | None = None
+    ) -> JudgeResult:
         """Score ``subject`` for ``task``.
 
         Args:
             task: what the subject was supposed to achieve.
             subject: the output or trace to judge (strings as is, anything else as JSON).
             reference: an expected outcome, if known.
+            parent_run_id: the run that produced the subject; recorded as the judge's audit rows'
+                ``parent_run_id``, so a score can be traced back to its run.
 
         Returns:
             The `JudgeResult`.
@@ -196,20 +201,23 @@ class LLMJudge:
         Raises:
             GatewayError: the gateway denied the judge's call.
         """
-        return self._score(self._model().invoke(self._messages(task, subject, reference)))
+        return self._score(self._model(parent_run_id).invoke(self._messages(task, subject, reference)))
 
-    async def aevaluate(self, task: str, subject: Any, reference: Any = None) -> JudgeResult:
+    async def aevaluate(
+        self, task: str, subject: Any, reference: Any = None, *, parent_run_id: str | UUID | None = None
+    ) -> JudgeResult:
         """Async `evaluate`.
 
         Args:
             task: what the subject was supposed to achieve.
             subject: the output or trace to judge.
             reference: an expected outcome, if known.
+            parent_run_id: the run that produced the subject (see `evaluate`).
 
         Returns:
             The `JudgeResult`.
         """
-        return self._score(await self._model().ainvoke(self._messages(task, subject, reference)))
+        return self._score(await self._model(parent_run_id).ainvoke(self._messages(task, subject, reference)))
 
     def _score(self, output: _JudgeOutput) -> JudgeResult:
         given = {d.name: d for d in output.dimensions}

@@ -193,10 +193,11 @@ def _read(llm: BaseChatModel, ask: _Ask, reply: AIMessage) -> list[float]:
         token, logprob = candidate.get("token"), candidate.get("logprob")
         if not isinstance(token, str) or not isinstance(logprob, _NUMBER) or isinstance(logprob, bool):
             continue
-        if math.isnan(logprob) or logprob > 1e-6:
+        if not math.isfinite(logprob) or logprob > 1e-6:
             raise ModelOutputError(
                 f"The chat model {_model_name(llm, reply)!r} sent the log-probability {logprob!r} for {token!r}; "
-                "log-probabilities are <= 0. The server's logprobs are broken; try another server or drop llm=.",
+                "log-probabilities are finite and <= 0. The server's logprobs are broken; try another server or "
+                "drop llm=.",
                 errors=f"invalid logprob {logprob!r}",
                 attempts=1,
                 output=reply.text,

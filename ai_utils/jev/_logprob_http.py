@@ -61,6 +61,7 @@ from ai_utils._compat.langchain_core import (
 )
 from ai_utils._compat.langchain_openai import chat_result, request_payload, uses_responses_api
 from ai_utils._loop_resources import on_loop_close
+from ai_utils.exceptions import ModelOutputError
 from ai_utils.jev.client import shared_http_client, ssl_context
 
 if TYPE_CHECKING:
@@ -250,8 +251,32 @@ def _listeners(
     return _Listeners(manager, serialized(llm), params, config.get("run_name"))
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"the non-finite number {name}")
+
+
 def _chat_result(llm: BaseChatOpenAI, content: bytes) -> ChatResult:
-    return chat_result(llm, orjson.loads(content) if orjson is not None else json.loads(content))
+    """The reply as a `ChatResult`.
+
+    A body that is not strict JSON (``NaN``/``Infinity``, garbage) is a `ModelOutputError`, as the generic path
+    reports non-finite logprobs, never a raw decode error.
+    """
+    try:
+        payload = orjson.loads(content) if orjson is not None else json.loads(content, parse_constant=_reject_constant)
+    except ValueError:  # orjson.JSONDecodeError and json.JSONDecodeError are ValueErrors
+        try:
+            json.loads(content, parse_constant=_reject_constant)
+        except ValueError as strict:
+            error = strict  # the reason in words: which constant, or where the JSON breaks
+        name = getattr(llm, "model_name", None) or type(llm).__name__
+        raise ModelOutputError(
+            f"The chat model {name!r} sent a reply that is not valid JSON ({error}). The server is broken or "
+            "hostile; try another server or drop llm=.",
+            errors=str(error),
+            attempts=1,
+            output=content[:200].decode("utf-8", "replace"),
+        ) from None
+    return chat_result(llm, payload)
 
 
 def _reply(result: ChatResult, run_id: Any) -> AIMessage:

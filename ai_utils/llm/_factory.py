@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 import shutil
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 
 import openai
@@ -22,13 +22,30 @@ from ai_utils.llm._openai_compat import ChatOpenAICompatible
 if TYPE_CHECKING:
     from ai_utils.routing.profiles import ModelProfiles
 
-__all__ = ["DEFAULT_MODELS", "PROVIDERS", "get_llm"]
+__all__ = ["ALIASES", "BASE_URLS", "DEFAULT_MODELS", "KEY_ENV", "PROVIDERS", "get_llm"]
 
-PROVIDERS: Final = ("openrouter", "openai", "groq", "local", "claude-cli", "codex-cli", "fake")
+PROVIDERS: Final = (
+    "openrouter",
+    "openai",
+    "anthropic",
+    "gemini",
+    "deepseek",
+    "groq",
+    "local",
+    "claude-cli",
+    "codex-cli",
+    "fake",
+)
+
+# Other spellings of a provider: the seed's getLLM({from: "chatgroq"}).
+ALIASES: Final[Mapping[str, str]] = {"chatgroq": "groq"}
 
 DEFAULT_MODELS: Final[Mapping[str, str]] = {
     "openrouter": "openai/gpt-5.6-luna",
     "openai": "gpt-5.6-luna",
+    "anthropic": "claude-sonnet-5-5",
+    "gemini": "gemini-flash-latest",
+    "deepseek": "deepseek-v4-flash",
     "groq": "llama-3.3-70b-versatile",
     "local": "llama3.2:3b",
     "claude-cli": "sonnet",
@@ -37,19 +54,40 @@ DEFAULT_MODELS: Final[Mapping[str, str]] = {
 }
 
 # provider -> (default base URL, env override)
-_BASE_URLS: Final[Mapping[str, tuple[str, str]]] = {
+BASE_URLS: Final[Mapping[str, tuple[str, str]]] = {
     "openrouter": ("https://openrouter.ai/api/v1", "OPENROUTER_BASE_URL"),
     "openai": ("https://api.openai.com/v1", "OPENAI_BASE_URL"),
+    "anthropic": ("https://api.anthropic.com", "ANTHROPIC_BASE_URL"),
+    "gemini": ("https://generativelanguage.googleapis.com", "GEMINI_BASE_URL"),
+    "deepseek": ("https://api.deepseek.com/v1", "DEEPSEEK_BASE_URL"),
     "groq": ("https://api.groq.com", "GROQ_BASE_URL"),
     "local": ("http://localhost:11434/v1", "LOCAL_LLM_BASE_URL"),
 }
 
 # provider -> env variables holding its key, first found wins
-_KEY_ENV: Final[Mapping[str, tuple[str, ...]]] = {
+KEY_ENV: Final[Mapping[str, tuple[str, ...]]] = {
     "openrouter": ("OPENROUTER_API_KEY",),
     "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+    "deepseek": ("DEEPSEEK_API_KEY",),
     "groq": ("CHATGROQ_API_KEY", "GROQ_API_KEY"),
 }
+
+# Providers with an SDK of their own (LangChain integration package), built in one leaf module each.
+_NATIVE: Final = ("anthropic", "gemini", "deepseek")
+
+# Model ids a user may pass where a provider is expected (`Agent(llm="gpt-4o")`), by prefix -> their provider.
+_MODEL_PREFIXES: Final = (
+    ("gpt-", "openai"),
+    ("o1", "openai"),
+    ("o3", "openai"),
+    ("o4", "openai"),
+    ("claude", "anthropic"),
+    ("gemini", "gemini"),
+    ("deepseek", "deepseek"),
+    ("llama", "groq"),
+)
 
 # Providers where data_safe holds: OpenRouter enforces it per request, local/fake never leave the machine.
 _DATA_SAFE_OK: Final = ("openrouter", "local", "fake")
@@ -70,10 +108,25 @@ _DEFAULT_PROVIDER: Final = _DefaultProvider("openrouter")
 def _resolve_provider(provider: str) -> str:
     if provider is _DEFAULT_PROVIDER:
         provider = os.environ.get("AI_UTILS_PROVIDER") or str(provider)
+    provider = ALIASES.get(provider, provider)
     if provider not in PROVIDERS:
         known = ", ".join(repr(p) for p in PROVIDERS)
-        raise UserError(f"Unknown provider {provider!r}. Use one of {known}.")
+        raise UserError(f"Unknown provider {provider!r}. Use one of {known}.{_model_hint(provider)}")
     return provider
+
+
+def _model_hint(value: object) -> str:
+    """For a model id given as the provider (``Agent(llm="gpt-4o")``): the ``"provider:model"`` form to use."""
+    if not isinstance(value, str) or not value:
+        return ""
+    close = difflib.get_close_matches(value.lower(), [*PROVIDERS, *ALIASES], n=1, cutoff=0.8)
+    if close:
+        return f" Did you mean {close[0]!r}?"
+    guess = next((p for prefix, p in _MODEL_PREFIXES if value.lower().startswith(prefix)), "openrouter")
+    return (
+        f' If {value!r} is a model, name its provider too: the string "{guess}:{value}" '
+        f'(e.g. `Agent(llm="{guess}:{value}")`) or get_llm({guess!r}, {value!r}).'
+    )
 
 
 def _env_model(provider: str) -> str | None:
@@ -87,7 +140,7 @@ def _env_model(provider: str) -> str | None:
 def _api_key(provider: str, api_key: str | None) -> str:
     if api_key:
         return api_key
-    names = _KEY_ENV[provider]
+    names = KEY_ENV[provider]
     for name in names:
         if value := os.environ.get(name):
             return value
@@ -98,7 +151,7 @@ def _api_key(provider: str, api_key: str | None) -> str:
 
 
 def _base_url(provider: str, base_url: str | None) -> str:
-    default, env = _BASE_URLS[provider]
+    default, env = BASE_URLS[provider]
     return base_url or os.environ.get(env) or default
 
 
@@ -125,17 +178,18 @@ def _openrouter_extra_body(extra_body: Any, *, reasoning: str | None, data_safe:
     return body or None
 
 
-def _check_kwargs(provider: str, kwargs: Mapping[str, Any]) -> None:
+def _check_kwargs(provider: str, kwargs: Mapping[str, Any], cls: type[BaseChatModel] = ChatOpenAICompatible) -> None:
     """Refuse keyword arguments the model class does not take (``temprature=``): they would reach the API."""
-    fields = ChatOpenAICompatible.model_fields
+    fields = cls.model_fields
     known = set(fields) | {f.alias for f in fields.values() if f.alias}
     unknown = [key for key in kwargs if key not in known]
     if unknown:
         close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
         hint = f" Did you mean {close[0]}=?" if close else ""
+        where = " or ".join(f"`{name}={{...}}`" for name in ("model_kwargs", "extra_body") if name in fields)
         raise UserError(
             f"get_llm({provider!r}) got an unknown argument {unknown[0]}=.{hint} Provider-specific request "
-            "parameters go in `model_kwargs={...}` or `extra_body={...}`."
+            f"parameters go in {where or 'the model class'}."
         )
 
 
@@ -209,6 +263,58 @@ def _compatible(
     return _LocalChatModel(**params) if provider == "local" else ChatOpenAICompatible(**params)
 
 
+def _openai_options(provider: str, kwargs: dict[str, Any]) -> None:
+    """Turn ``responses_api=``, ``organization=`` and ``project=`` into `ChatOpenAI` settings (openai only)."""
+    given = [name for name in ("responses_api", "organization", "project") if name in kwargs]
+    if not given:
+        return
+    if provider != "openai":
+        raise UserError(f"{given[0]}= is an option of provider 'openai', not {provider!r}. Drop it.")
+    responses_api = kwargs.pop("responses_api", None)
+    if responses_api is not None:
+        if not isinstance(responses_api, bool):
+            raise UserError(f"responses_api={responses_api!r} must be True or False.")
+        # True: the OpenAI Responses API (POST /responses) for every call; False: always Chat Completions.
+        kwargs["use_responses_api"] = responses_api
+    project = kwargs.pop("project", None)
+    if project is not None:
+        # ChatOpenAI has no project field; the OpenAI SDK sends `project` as this header.
+        kwargs["default_headers"] = {**(kwargs.get("default_headers") or {}), "OpenAI-Project": str(project)}
+
+
+def _leaf(provider: str) -> tuple[type[BaseChatModel], Callable[..., BaseChatModel]]:
+    """The model class and builder of a provider's leaf module (the one module that imports its package)."""
+    if provider == "anthropic":
+        from ai_utils.llm._anthropic import ChatAnthropicModel, chat_anthropic
+
+        return ChatAnthropicModel, chat_anthropic
+    if provider == "gemini":
+        from ai_utils.llm._gemini import ChatGeminiModel, chat_gemini
+
+        return ChatGeminiModel, chat_gemini
+    from ai_utils.llm._deepseek import ChatDeepSeekModel, chat_deepseek
+
+    return ChatDeepSeekModel, chat_deepseek
+
+
+def _native(
+    provider: str,
+    model: str,
+    *,
+    temperature: float | None,
+    reasoning: str | None,
+    api_key: str,
+    base_url: str,
+    kwargs: dict[str, Any],
+) -> BaseChatModel:
+    """A model of a provider with its own LangChain integration package, from its leaf module."""
+    cls, build = _leaf(provider)
+    _check_kwargs(provider, kwargs, cls)
+    return build(
+        model=model, api_key=api_key, base_url=base_url, temperature=temperature, reasoning=reasoning, **kwargs
+    )
+
+
 def _cli(provider: str, model: str, *, reasoning: Reasoning | None, kwargs: dict[str, Any]) -> CLIChatModel:
     cls: type[CLIChatModel] = ChatClaudeCLI if provider == "claude-cli" else ChatCodexCLI
     executable = kwargs.pop("executable", None) or os.environ.get(cls.env_var) or cls.provider.removesuffix("-cli")
@@ -266,9 +372,17 @@ def get_llm(
     - ``"openrouter"``: `ChatOpenAICompatible`; ``openai/gpt-5.6-luna``; ``OPENROUTER_API_KEY``;
       ``OPENROUTER_BASE_URL``, ``https://openrouter.ai/api/v1``.
     - ``"openai"``: `ChatOpenAICompatible`; ``gpt-5.6-luna``; ``OPENAI_API_KEY``; ``OPENAI_BASE_URL``,
-      ``https://api.openai.com/v1``.
-    - ``"groq"``: ``ChatGroq`` (extra ``groq``); ``llama-3.3-70b-versatile``; ``CHATGROQ_API_KEY`` or
-      ``GROQ_API_KEY``; ``GROQ_BASE_URL``, ``https://api.groq.com``.
+      ``https://api.openai.com/v1``. ``responses_api=True`` uses the OpenAI Responses API; ``organization=`` /
+      ``project=`` scope billing.
+    - ``"anthropic"``: ``ChatAnthropic`` (extra ``anthropic``); ``claude-sonnet-5-5``; ``ANTHROPIC_API_KEY``;
+      ``ANTHROPIC_BASE_URL``, ``https://api.anthropic.com``.
+    - ``"gemini"``: ``ChatGoogleGenerativeAI`` (extra ``gemini``, the Gemini Developer API);
+      ``gemini-flash-latest``; ``GOOGLE_API_KEY`` or ``GEMINI_API_KEY``; ``GEMINI_BASE_URL``,
+      ``https://generativelanguage.googleapis.com``.
+    - ``"deepseek"``: ``ChatDeepSeek`` (extra ``deepseek``); ``deepseek-v4-flash``; ``DEEPSEEK_API_KEY``;
+      ``DEEPSEEK_BASE_URL``, ``https://api.deepseek.com/v1``.
+    - ``"groq"`` (also ``"chatgroq"``): ``ChatGroq`` (extra ``groq``); ``llama-3.3-70b-versatile``;
+      ``CHATGROQ_API_KEY`` or ``GROQ_API_KEY``; ``GROQ_BASE_URL``, ``https://api.groq.com``.
     - ``"local"``: `ChatOpenAICompatible`; ``llama3.2:3b``; no key; ``LOCAL_LLM_BASE_URL``,
       ``http://localhost:11434/v1`` (Ollama).
     - ``"claude-cli"``: `ChatClaudeCLI`; ``sonnet``; the CLI's login; executable ``AI_UTILS_CLAUDE_CLI``
@@ -286,8 +400,9 @@ def get_llm(
         model: the provider's model id; None picks the default (or ``AI_UTILS_MODEL``).
         temperature: sampling temperature; ignored by the CLI providers.
         reasoning: reasoning effort. OpenRouter: ``extra_body={"reasoning": {"effort": ...}}``; openai and
-            local: ``reasoning_effort``; claude-cli: ``--effort``; codex-cli: ``-c model_reasoning_effort``;
-            groq ignores it.
+            local: ``reasoning_effort``; anthropic: ``reasoning_effort`` (``"minimal"`` is ``"low"``); gemini: the
+            thinking level; claude-cli: ``--effort``; codex-cli: ``-c model_reasoning_effort``; groq and deepseek
+            ignore it.
         data_safe: OpenRouter only routes to providers that neither collect nor retain data
             (``provider: {"data_collection": "deny", "zdr": true}``, merged into ``extra_body``).
             Allowed for ``local``/``fake``; other providers raise.
@@ -299,8 +414,10 @@ def get_llm(
             order, moving on only for retriable errors (429, 5xx, timeout, connection; never another 4xx). An id
             ``"<provider>:<model>"`` uses that provider. Each model's own SDK retries default to 0 there.
         profiles: the `ModelProfiles` (or a mapping of definitions) that ``profile`` names.
-        **kwargs: passed to the model class, e.g. ``max_tokens``, ``timeout``, ``max_retries``, ``extra_body``;
-            for the CLIs ``executable``, ``timeout``, ``cwd``, ``extra_args``; for fake ``responses``.
+        **kwargs: passed to the model class, e.g. ``max_tokens``, ``timeout``, ``max_retries`` (retries after
+            the first attempt, for every provider), ``extra_body``; for openai also ``responses_api``,
+            ``organization``, ``project``; for the CLIs ``executable``, ``timeout``, ``cwd``, ``extra_args``; for
+            fake ``responses``.
 
     Returns:
         A LangChain chat model.
@@ -323,8 +440,13 @@ def get_llm(
     chosen = model or _env_model(provider) or DEFAULT_MODELS[provider]
     if provider in ("claude-cli", "codex-cli"):
         return _cli(provider, chosen, reasoning=reasoning, kwargs=kwargs)
+    _openai_options(provider, kwargs)
     key = _LOCAL_DUMMY_KEY if provider == "local" and not api_key else _api_key(provider, api_key)
     url = _base_url(provider, base_url)
+    if provider in _NATIVE:
+        return _native(
+            provider, chosen, temperature=temperature, reasoning=reasoning, api_key=key, base_url=url, kwargs=kwargs
+        )
     if provider == "groq":
         from ai_utils.llm._groq import chat_groq
 

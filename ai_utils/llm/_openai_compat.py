@@ -21,11 +21,12 @@ from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_openai import ChatOpenAI
+from langchain_openai.chat_models.base import BaseChatOpenAI
 from pydantic import PrivateAttr
 
 from ai_utils._loop_resources import on_loop_close
 
-__all__ = ["ChatOpenAICompatible", "reasoning_text"]
+__all__ = ["ChatOpenAICompatible", "LoopBoundOpenAIClient", "reasoning_text"]
 
 
 def reasoning_text(payload: Mapping[str, Any]) -> str | None:
@@ -59,35 +60,21 @@ def reasoning_text(payload: Mapping[str, Any]) -> str | None:
     return None
 
 
-class ChatOpenAICompatible(ChatOpenAI):
-    """A `ChatOpenAI` for any OpenAI-compatible Chat Completions server that keeps reasoning text.
+class LoopBoundOpenAIClient(BaseChatOpenAI):
+    """A `BaseChatOpenAI` (`ChatOpenAI`, ``ChatDeepSeek``) whose async calls use one pooled client per event loop.
 
-    Reasoning arrives in ``additional_kwargs["reasoning_content"]`` of every (streamed) message, so
-    ``message.content_blocks`` starts with a ``{"type": "reasoning", "reasoning": ...}`` block while
-    ``message.content`` holds only the answer. Always uses Chat Completions (never the Responses API),
-    which every compatible server speaks.
-
-    Attributes:
-        provider_label: the ``response_metadata["model_provider"]`` of replies. Not ``"openai"``: that
-            name selects langchain-core's OpenAI block translator, which ignores reasoning.
-        history_reasoning_key: when set (``"reasoning"`` for OpenRouter), earlier assistant messages
-            are sent back with their reasoning under this key, so multi-turn reasoning stays coherent.
+    langchain-openai shares one async HTTP client per base URL across instances and event loops (and
+    ChatDeepSeek keeps one per instance); a pooled connection from a finished loop then fails with "Event loop
+    is closed" (a new loop per `run_sync`, per test, per `asyncio.run`). So each loop gets its own pooled client
+    (keep-alive matters: without it every call pays a new TLS handshake), closed with the loop when ai_utils runs
+    it (`ai_utils._loop_resources`). A model given its own ``http_async_client`` keeps it.
     """
-
-    use_responses_api: bool | None = False
-    provider_label: str = "openai_compatible"
-    history_reasoning_key: str | None = None
 
     _loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, Any]] = PrivateAttr(
         default_factory=weakref.WeakKeyDictionary
     )
 
     def _bind_async_client_to_loop(self) -> None:
-        # langchain-openai shares one async HTTP client per base URL across instances and event loops; a
-        # pooled connection from a finished loop then fails with "Event loop is closed" (a new loop per
-        # `run_sync`, per test, per `asyncio.run`). So each loop gets its own pooled client (keep-alive
-        # matters: without it every call pays a new TLS handshake), closed with the loop when ai_utils
-        # runs it (`ai_utils._loop_resources`).
         if self.http_async_client is not None or self.root_async_client is None:
             return
         loop = asyncio.get_running_loop()
@@ -106,6 +93,27 @@ class ChatOpenAICompatible(ChatOpenAI):
         self._bind_async_client_to_loop()
         async for chunk in super()._astream(*args, **kwargs):
             yield chunk
+
+
+class ChatOpenAICompatible(LoopBoundOpenAIClient, ChatOpenAI):
+    """A `ChatOpenAI` for any OpenAI-compatible Chat Completions server that keeps reasoning text.
+
+    Reasoning arrives in ``additional_kwargs["reasoning_content"]`` of every (streamed) message, so
+    ``message.content_blocks`` starts with a ``{"type": "reasoning", "reasoning": ...}`` block while
+    ``message.content`` holds only the answer. Uses Chat Completions, which every compatible server
+    speaks, unless ``use_responses_api`` says otherwise (``get_llm("openai", responses_api=True)``).
+    Async calls use one pooled client per event loop (`LoopBoundOpenAIClient`).
+
+    Attributes:
+        provider_label: the ``response_metadata["model_provider"]`` of replies. Not ``"openai"``: that
+            name selects langchain-core's OpenAI block translator, which ignores reasoning.
+        history_reasoning_key: when set (``"reasoning"`` for OpenRouter), earlier assistant messages
+            are sent back with their reasoning under this key, so multi-turn reasoning stays coherent.
+    """
+
+    use_responses_api: bool | None = False
+    provider_label: str = "openai_compatible"
+    history_reasoning_key: str | None = None
 
     def _convert_chunk_to_generation_chunk(
         self,

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 import httpx
 
+from ai_utils._images import sniff
 from ai_utils.exceptions import AiUtilsError, ProviderError, UserError
 from ai_utils.llm._factory import _api_key, _base_url, _openrouter_extra_body
 
@@ -98,7 +99,19 @@ def _decode(url: str, model: str) -> GeneratedImage:
         data = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise ProviderError(f"The image model {model!r} sent invalid base64 ({exc}).", provider="openrouter") from exc
-    return GeneratedImage(data=data, mime_type=header[len("data:") :].split(";", 1)[0], url=url)
+    # The type is what the bytes are, never the provider's label (an HTML page labelled image/png, a label like
+    # ``image/../../x`` that a caller might use as a file extension): checked like vision's inputs.
+    mime = sniff(data)
+    if mime is None:
+        raise ProviderError(
+            f"The image model {model!r} sent data labelled {header[len('data:') :][:40]!r} that is not a PNG, JPEG, "
+            f"GIF or WebP image (it starts with {data[:8]!r}). The provider's reply is broken; try again or another "
+            "model.",
+            provider="openrouter",
+        )
+    if header[len("data:") :].split(";", 1)[0].lower() != mime:
+        url = f"data:{mime};base64,{payload}"
+    return GeneratedImage(data=data, mime_type=mime, url=url)
 
 
 def _unreachable(call: _Call, exc: Exception) -> ProviderError:

@@ -28,26 +28,35 @@ from pydantic import PrivateAttr
 
 from ai_utils.exceptions import UserError
 from ai_utils.llm._chat_model import MessageChatModel
+from ai_utils.llm._request import RequestOptions, bind_request
 from ai_utils.routing.profiles import ModelProfiles, as_profiles
 
 __all__ = ["FallbackChatModel", "profile_llm", "retriable_errors"]
 
 # Providers whose SDK retries on its own; inside a fallback chain their retries default to 0 so a failing model
 # hands over at once (pass max_retries=N to retry each model first).
-_SDK_RETRIES = ("openrouter", "openai", "local", "groq")
+_SDK_RETRIES = ("openrouter", "openai", "anthropic", "gemini", "deepseek", "local", "groq")
 
 
 def retriable_errors() -> tuple[type[BaseException], ...]:
-    """The exception types a profile falls back on: 429, 5xx, timeouts and connection errors.
+    """The exception types a profile falls back on: 429, 5xx (Anthropic's 529 too), timeouts and connection errors.
 
-    OpenAI SDK (also used for OpenRouter and local servers): ``RateLimitError`` (429), ``InternalServerError``
-    (every status >= 500), ``APIConnectionError`` (with ``APITimeoutError``); groq's SDK twins when groq is loaded;
-    and the builtin/httpx timeout and connection errors other clients raise.
+    LangChain's provider-neutral retryable errors (``ModelRateLimitError``, ``ModelAPIError``,
+    ``ModelConnectionError``, ``ModelTimeoutError``), which langchain-openai, -anthropic and -google-genai raise;
+    the OpenAI SDK's own (also used for OpenRouter, DeepSeek and local servers): ``RateLimitError`` (429),
+    ``InternalServerError`` (every status >= 500), ``APIConnectionError`` (with ``APITimeoutError``); the groq,
+    Anthropic and google-genai SDK twins when loaded; and the builtin/httpx timeout and connection errors other
+    clients raise. Never a 4xx other than 429: it would fail the same way on every model.
     """
     import httpx
     import openai
+    from langchain_core.exceptions import ModelAPIError, ModelConnectionError, ModelRateLimitError, ModelTimeoutError
 
     errors: list[type[BaseException]] = [
+        ModelRateLimitError,
+        ModelAPIError,
+        ModelConnectionError,
+        ModelTimeoutError,
         openai.RateLimitError,
         openai.InternalServerError,
         openai.APIConnectionError,
@@ -56,9 +65,14 @@ def retriable_errors() -> tuple[type[BaseException], ...]:
         TimeoutError,
         ConnectionError,
     ]
-    groq = sys.modules.get("groq")  # a groq model exists only if its SDK was imported
-    if groq is not None:
-        errors += [groq.RateLimitError, groq.InternalServerError, groq.APIConnectionError]
+    # A model of these providers exists only if its SDK was imported.
+    for sdk in ("groq", "anthropic"):
+        module = sys.modules.get(sdk)
+        if module is not None:
+            errors += [module.RateLimitError, module.InternalServerError, module.APIConnectionError]
+    genai_errors = sys.modules.get("google.genai.errors")
+    if genai_errors is not None:
+        errors.append(genai_errors.ServerError)  # every 5xx; its 429 arrives as LangChain's ModelRateLimitError
     return tuple(errors)
 
 
@@ -173,6 +187,25 @@ class FallbackChatModel(MessageChatModel):
         """Bind ``tools`` to every model (LangChain's ``RunnableWithFallbacks`` does it per model)."""
         bound: Runnable[LanguageModelInput, AIMessage] = self._own(self._chain.bind_tools(tools, **kwargs))
         return bound
+
+    def bind_request(
+        self, *, tools: Sequence[Any] = (), options: RequestOptions
+    ) -> tuple[Runnable[LanguageModelInput, AIMessage], tuple[str, ...]]:
+        """Bind tools and per-request options to each model in its own provider's terms, with the same fallbacks.
+
+        Used by `Gateway.complete` (via ``ai_utils.llm._request.bind_request``): one model's options (Gemini's
+        ``max_output_tokens``, Anthropic's ``betas``) must not reach another provider's model.
+
+        Returns:
+            The runnable and the option names any of the models drops.
+        """
+        bound = [bind_request(model, tools=tools, options=options) for model in self.models]
+        dropped = tuple(dict.fromkeys(name for _, names in bound for name in names))
+        first, *rest = [runnable for runnable, _ in bound]
+        chain: Runnable[LanguageModelInput, AIMessage] = self._own(
+            first.with_fallbacks(rest, exceptions_to_handle=retriable_errors())
+        )
+        return chain, dropped
 
     def with_structured_output(self, schema: Any, **kwargs: Any) -> Runnable[LanguageModelInput, Any]:
         """Structured output from every model, with the same fallbacks."""

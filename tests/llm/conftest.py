@@ -10,6 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _provider_servers.fixtures import anthropic_server as anthropic_server
+from _provider_servers.fixtures import deepseek_server as deepseek_server
+from _provider_servers.fixtures import gemini_server as gemini_server
+from _provider_servers.fixtures import responses_server as responses_server
 
 
 @dataclass

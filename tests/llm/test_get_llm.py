@@ -71,10 +71,10 @@ def test_other_providers_without_a_key_name_their_variables(provider: str, varia
 
 def test_unknown_provider_lists_the_known_ones() -> None:
     with pytest.raises(UserError) as info:
-        get_llm("anthropic")
+        get_llm("mistral")
 
     message = str(info.value)
-    assert "'anthropic'" in message
+    assert "'mistral'" in message
     for provider in PROVIDERS:
         assert repr(provider) in message
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from _provider_servers.fixtures import anthropic_server as anthropic_server
+from _provider_servers.fixtures import deepseek_server as deepseek_server
+from _provider_servers.fixtures import gemini_server as gemini_server
+from _provider_servers.fixtures import responses_server as responses_server
 
 from ai_utils import KeywordModeRouter, ModeDefinition
 
