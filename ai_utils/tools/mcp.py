@@ -1,4 +1,7 @@
-"""The MCP scope: one session per server, held for one run, closed on success, error and cancellation.
+"""The MCP scope: one session per server for one run (closed at its end), or one lent from a pool.
+
+A per-run session closes on success, error and cancellation; a pooled one (`MCPServer.session`) is lent
+from the loop's pool and given back (`ai_utils.tools._mcp_pool`).
 
 ```python
 async with mcp_scope([MCPServer("crm", url="https://crm.example.com/mcp")]) as scope:
@@ -13,6 +16,10 @@ never wrapped in an anyio ``ExceptionGroup``.
 
 MCP tools are async-only (``tool.invoke`` raises `NotImplementedError`); sync entry points run the whole
 async run under `ai_utils._utils.run_sync`.
+
+A pooled session serves one run at a time. Its tools always call the holder's current session: when the
+server answers a call with HTTP 404 (it forgot the session: a restart, an expiry), the holder initialises
+a new session in its task and the call is sent again (the server did not run it).
 
 Tool definitions are cached per process (`ai_utils.tools._mcp_cache`, see `clear_tool_cache`): a run still
 opens and initializes its own session, but it lists a server's tools only the first time (and again after
