@@ -15,7 +15,7 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from _fixtures import PLAIN_PROMPT, TESTS, free_port, scripted_model, start_service
 from _harness import Metric, Session
@@ -122,12 +122,13 @@ async def anchor_cold() -> None:
         assert (await session.list_tools()).tools
 
 
-def _agent_metric() -> Metric:
+def _agent_metric(mode: Literal["per_run", "pooled"]) -> Metric:
     agents: dict[str, Agent] = {}
 
     async def agent_with_mcp() -> None:
         if "mcp" not in agents:
-            agents["mcp"] = Agent(llm=scripted_model(), mcp_server=MCPServer("everything", _http_url()))
+            server = MCPServer("everything", _http_url(), session=mode)
+            agents["mcp"] = Agent(llm=scripted_model(), mcp_server=server)
         assert await agents["mcp"].ainvoke(PLAIN_PROMPT)
 
     async def agent_without() -> None:
@@ -139,8 +140,17 @@ def _agent_metric() -> Metric:
         m = session.medians({"ours": agent_with_mcp, "anchor": agent_without})
         return m["ours"] * 1e3, m["anchor"] * 1e3
 
+    if mode == "pooled":
+        return Metric(
+            "Agent.ainvoke with an MCP server (HTTP, session='pooled') / the same Agent without",
+            measure=agent_run,
+            target=1.5,
+            unit="ms",
+            note="one turn, no tool call: a run borrows the pooled session and gives it back (tools from the "
+            "cache, the graph with the server's tools built by the first run only).",
+        )
     return Metric(
-        "Agent.ainvoke with an MCP server (HTTP) / the same Agent without (report)",
+        "Agent.ainvoke with an MCP server (HTTP, session='per_run') / the same Agent without (report)",
         measure=agent_run,
         target=None,
         unit="ms",
@@ -234,7 +244,8 @@ def metrics() -> list[Metric]:
             rounds=20,
             note="the same with the cache cleared before each of our samples (every run lists the tools).",
         ),
-        _agent_metric(),
+        _agent_metric("per_run"),
+        _agent_metric("pooled"),
         Metric(
             "MCP tool call: everything__echo.ainvoke / session.call_tool",
             measure=call,

@@ -15,7 +15,8 @@ from ai_utils.exceptions import AiUtilsError, UserError
 __all__ = ["SupabaseCheckpointError", "check_table", "refusal", "supabase_checkpoints_sql"]
 
 _TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,50}$")
-_MISSING_TABLE_CODES = {"42P01", "PGRST205", "PGRST204", "42703"}
+# Missing table or column, and (PGRST202, 42883) a missing function: the SQL was not run, or an older version was.
+_MISSING_TABLE_CODES = {"42P01", "PGRST205", "PGRST204", "42703", "PGRST202", "42883"}
 
 
 class SupabaseCheckpointError(AiUtilsError):
@@ -41,12 +42,15 @@ def check_table(table: Any) -> str:
 
 
 def supabase_checkpoints_sql(table: str = "checkpoints") -> str:
-    """Return the SQL that creates the tables `SupabaseCheckpointSaver` needs.
+    """Return the SQL that creates the tables and functions `SupabaseCheckpointSaver` needs.
 
     The shipped file ``ai_utils/memory/supabase_checkpoints.sql`` creates ``checkpoints`` and
-    ``checkpoints_writes``; for another ``table`` every object is renamed (``<table>``,
-    ``<table>_writes``). Row level security is enabled without policies, so only the service role
-    can read conversations. Run it once in the Supabase SQL editor or with psql.
+    ``checkpoints_writes``, and the functions ``checkpoints_put`` and ``checkpoints_get_tuple`` (one
+    request per put and per read); for another ``table`` every object is renamed (``<table>``,
+    ``<table>_writes``, ``<table>_put``, ``<table>_get_tuple``). Row level security is enabled without
+    policies and the functions run with the caller's rights, so only the service role can read
+    conversations. Run it once in the Supabase SQL editor or with psql; running it again (e.g. after an
+    upgrade) keeps the stored checkpoints.
 
     Args:
         table: the checkpoint table name.
@@ -66,8 +70,8 @@ def refusal(code: str | None, message: str | None, what: str, table: str) -> AiU
     """The error to raise when PostgREST refused to ``what`` with ``code`` / ``message``."""
     if code in _MISSING_TABLE_CODES:
         return UserError(
-            f"SupabaseCheckpointSaver could not {what}: {message} (code {code}). Create the "
-            f"tables with the SQL from ai_utils.memory.supabase.supabase_checkpoints_sql({table!r})."
+            f"SupabaseCheckpointSaver could not {what}: {message} (code {code}). Create (or update) the "
+            f"tables and functions with the SQL from ai_utils.memory.supabase.supabase_checkpoints_sql({table!r})."
         )
     hint = " Use the service role key, not the anon key." if code == "42501" else ""
     if code is None and message is None:

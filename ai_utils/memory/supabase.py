@@ -54,7 +54,7 @@ _IDS_PER_QUERY = 100
 class SupabaseCheckpointSaver(ThreadedAsyncSaver):
     """A LangGraph checkpoint saver that stores threads in Supabase tables over PostgREST.
 
-    Create the tables once with the SQL from `supabase_checkpoints_sql` (shipped as
+    Create the tables and functions once with the SQL from `supabase_checkpoints_sql` (shipped as
     ``ai_utils/memory/supabase_checkpoints.sql``), then pass a supabase-py client created with the
     **service role** key (the tables are not readable with the anon key)::
 
@@ -120,24 +120,29 @@ class SupabaseCheckpointSaver(ThreadedAsyncSaver):
             raise refusal(error.code, error.message, what, self.table) from None
         return cast("list[dict[str, Any]]", response.data or [])
 
+    def _call(self, function: str, params: dict[str, Any], what: str) -> Any:
+        """The result of the shipped SQL function ``function`` (one PostgREST ``/rpc`` request)."""
+        try:
+            return self.client.rpc(function, params).execute().data
+        except APIError as error:
+            raise refusal(error.code, error.message, what, self.table) from None
+
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Return the checkpoint ``config`` names, or the thread's latest one without a ``checkpoint_id``."""
+        """Return the checkpoint ``config`` names, or the thread's latest one without a ``checkpoint_id``.
+
+        One request: the shipped ``<table>_get_tuple`` function returns the checkpoint with its pending writes.
+        """
         conf = configurable(config)
-        query = (
-            self.client.table(self.table)
-            .select(CHECKPOINT_COLUMNS)
-            .eq("thread_id", str(conf["thread_id"]))
-            .eq("checkpoint_ns", conf.get("checkpoint_ns") or "")
-        )
-        if checkpoint_id := get_checkpoint_id(config):
-            query = query.eq("checkpoint_id", checkpoint_id)
-        else:
-            query = query.order("checkpoint_id", desc=True).limit(1)
-        rows = self._run(query, "read a checkpoint")
-        if not rows:
+        params = {
+            "p_thread_id": str(conf["thread_id"]),
+            "p_checkpoint_ns": conf.get("checkpoint_ns") or "",
+            "p_checkpoint_id": get_checkpoint_id(config),
+        }
+        found = self._call(f"{self.table}_get_tuple", params, "read a checkpoint")
+        if not found:
             return None
-        writes = self._pending_writes(rows[0]["thread_id"], rows[0]["checkpoint_ns"], [rows[0]["checkpoint_id"]])
-        return tuple_of(self.serde, rows[0], writes)
+        row = found["checkpoint"]
+        return tuple_of(self.serde, row, pending_writes(self.serde, found["writes"]))
 
     def _pending_writes(self, thread_id: str, ns: str, checkpoint_ids: Sequence[str]) -> dict[str, list[PendingWrite]]:
         rows: list[dict[str, Any]] = []
@@ -215,10 +220,8 @@ class SupabaseCheckpointSaver(ThreadedAsyncSaver):
     ) -> RunnableConfig:
         """Store ``checkpoint`` (an upsert, so a retried put is harmless) and return its config."""
         row = checkpoint_row(self.serde, config, checkpoint, metadata)
-        query = self.client.table(self.table).upsert(
-            row, on_conflict="thread_id,checkpoint_ns,checkpoint_id", returning=ReturnMethod.minimal
-        )
-        self._run(query, "store a checkpoint")
+        # One request: the shipped ``<table>_put`` function upserts the row.
+        self._call(f"{self.table}_put", {f"p_{key}": value for key, value in row.items()}, "store a checkpoint")
         return thread_config(row["thread_id"], row["checkpoint_ns"], checkpoint["id"])
 
     def put_writes(

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from ai_utils.tools._mcp_config import MCPServer
 
-__all__ = ["TOOL_CACHE_TTL", "ToolCacheKey", "cache_key", "clear_tool_cache", "tool_definitions"]
+__all__ = ["TOOL_CACHE_TTL", "ToolCacheKey", "cache_key", "clear_tool_cache", "connection_key", "tool_definitions"]
 
 # Seconds a server's cached tool list is trusted before a run lists the tools again: a server may change
 # its tools while it runs, and a new session is where a client would normally see that.
@@ -45,25 +45,20 @@ def clear_tool_cache() -> None:
     _tool_cache.clear()
 
 
-def cache_key(server: MCPServer, info: Implementation) -> ToolCacheKey:
-    """Everything that can change what a server lists: where and how we connect, and what it says it is."""
+def connection_key(server: MCPServer) -> ToolCacheKey:
+    """Where and how we connect to ``server``: two servers with equal keys can share a session's tools."""
 
     def items(mapping: Mapping[str, str] | None) -> tuple[tuple[str, str], ...] | None:
         return None if mapping is None else tuple(sorted(mapping.items()))
 
     cwd = None if server.cwd is None else str(server.cwd)
     # `auth` by identity: two auth objects may stand for two users who see different tools.
-    return (
-        server.url,
-        server.command,
-        server.args,
-        items(server.headers),
-        server.auth,
-        items(server.env),
-        cwd,
-        info.name,
-        info.version,
-    )
+    return (server.url, server.command, server.args, items(server.headers), server.auth, items(server.env), cwd)
+
+
+def cache_key(server: MCPServer, info: Implementation) -> ToolCacheKey:
+    """Everything that can change what a server lists: where and how we connect, and what it says it is."""
+    return (*connection_key(server), info.name, info.version)
 
 
 async def tool_definitions(session: ClientSession, key: ToolCacheKey) -> tuple[list[MCPTool], tuple[str, ...]]:

@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -21,8 +21,22 @@ __all__ = ["MCPConnectionError", "MCPServer", "describe_mcp_servers", "normalize
 
 _MASK = "***"
 _FIELDS = frozenset(
-    {"name", "url", "command", "args", "headers", "auth", "description", "params", "env", "cwd", "idempotent"}
+    {
+        "name",
+        "url",
+        "command",
+        "args",
+        "headers",
+        "auth",
+        "description",
+        "params",
+        "env",
+        "cwd",
+        "idempotent",
+        "session",
+    }
 )
+_SESSION_MODES = ("per_run", "pooled")
 
 
 @dataclass(frozen=True, repr=False)
@@ -44,9 +58,17 @@ class MCPServer:
         cwd: working directory of the stdio process.
         idempotent: *unprefixed* names of this server's tools that are safe to run twice (durable sessions,
             SPEC §14); every other tool of the server counts as ``idempotent=False``.
+        session: how long an MCP session lives. ``"per_run"``: each run opens its own session and closes it
+            at the end. ``"pooled"``: a run borrows an idle session of this process (opening one when none
+            is idle) and gives it back at the end; a session serves one run at a time, so concurrent runs
+            never share one, and a session the server no longer knows (HTTP 404, e.g. after a restart) is
+            initialised again. The pool is closed when the event loop ai_utils runs on ends, and at process
+            exit. ``None`` (default): pooled when the server keeps no session state (a streamable-HTTP
+            server that answers ``initialize`` without an ``Mcp-Session-Id``), else per run.
 
     Raises:
-        UserError: for an empty name, a name containing ``__``, or not exactly one of ``url``/``command``.
+        UserError: for an empty name, a name containing ``__``, not exactly one of ``url``/``command``, or
+            an unknown ``session``.
     """
 
     name: str
@@ -61,6 +83,7 @@ class MCPServer:
     env: Mapping[str, str] | None = None
     cwd: str | os.PathLike[str] | None = None
     idempotent: Sequence[str] = ()
+    session: Literal["per_run", "pooled"] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -78,6 +101,12 @@ class MCPServer:
                 "(without the server prefix), e.g. idempotent=['get_contact']."
             )
         object.__setattr__(self, "idempotent", tuple(self.idempotent))
+        if self.session is not None and self.session not in _SESSION_MODES:
+            raise UserError(
+                f"MCPServer {self.name!r} session={self.session!r} is unknown; use `session='per_run'` (a session "
+                "per run), `session='pooled'` (sessions reused across runs) or leave it out (pooled when the "
+                "server keeps no session state)."
+            )
         if (self.url is None) == (self.command is None):
             raise UserError(
                 f"MCPServer {self.name!r} needs exactly one of `url` (a remote server over streamable HTTP) "
@@ -130,6 +159,7 @@ _REPR_FIELDS: tuple[tuple[str, Callable[[MCPServer], str | None]], ...] = (
     ("cwd", lambda server: None if server.cwd is None else repr(str(server.cwd))),
     ("description", lambda server: None if server.description is None else repr(server.description)),
     ("params", lambda server: f"<{', '.join(server.params)}>" if server.params else None),
+    ("session", lambda server: None if server.session is None else repr(server.session)),
 )
 
 

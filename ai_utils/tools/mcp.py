@@ -1,4 +1,7 @@
-"""The MCP scope: one session per server, held for one run, closed on success, error and cancellation.
+"""The MCP scope: one session per server for one run (closed at its end), or one lent from a pool.
+
+A per-run session closes on success, error and cancellation; a pooled one (`MCPServer.session`) is lent
+from the loop's pool and given back (`ai_utils.tools._mcp_pool`).
 
 ```python
 async with mcp_scope([MCPServer("crm", url="https://crm.example.com/mcp")]) as scope:
@@ -13,6 +16,10 @@ never wrapped in an anyio ``ExceptionGroup``.
 
 MCP tools are async-only (``tool.invoke`` raises `NotImplementedError`); sync entry points run the whole
 async run under `ai_utils._utils.run_sync`.
+
+A pooled session serves one run at a time. Its tools always call the holder's current session: when the
+server answers a call with HTTP 404 (it forgot the session: a restart, an expiry), the holder initialises
+a new session in its task and the call is sent again (the server did not run it).
 
 Tool definitions are cached per process (`ai_utils.tools._mcp_cache`, see `clear_tool_cache`): a run still
 opens and initializes its own session, but it lists a server's tools only the first time (and again after
@@ -34,6 +41,7 @@ import logging
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from contextvars import Context
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,8 +51,9 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
 from ai_utils._optional import missing_extra
-from ai_utils.tools._mcp_cache import cache_key, clear_tool_cache, tool_definitions
+from ai_utils.tools._mcp_cache import ToolCacheKey, cache_key, clear_tool_cache, connection_key, tool_definitions
 from ai_utils.tools._mcp_config import MCPConnectionError, MCPServer, describe_mcp_servers, normalize_mcp_servers
+from ai_utils.tools._mcp_pool import Pool, PooledSession, loop_pool
 
 try:
     from langchain_mcp_adapters.client import MultiServerMCPClient
@@ -53,7 +62,7 @@ try:
     from langchain_mcp_adapters.tools import convert_mcp_tool_to_langchain_tool
     from mcp import ClientSession
     from mcp.shared.exceptions import McpError
-    from mcp.types import CONNECTION_CLOSED
+    from mcp.types import CONNECTION_CLOSED, INVALID_REQUEST
     from mcp.types import Tool as MCPTool
 except ImportError as _import_error:
     raise missing_extra("langchain-mcp-adapters", extra="mcp", feature="MCP servers") from _import_error
@@ -71,6 +80,8 @@ CLOSE_TIMEOUT = 10.0
 _DEFAULT_HTTP_TIMEOUT = httpx.Timeout(30.0, read=300.0)
 # The run config key under which a run's sessions travel to its routed tools (``__``: never traced or stored).
 _SESSIONS_KEY = "__ai_utils_mcp_sessions"
+# Tools bound to no session need some connection; their interceptor never lets the adapter use it.
+_UNUSED: Connection = {"transport": "stdio", "command": "unused", "args": []}
 
 
 @dataclass(frozen=True)
@@ -126,12 +137,13 @@ class MCPScope:
 async def mcp_scope(
     servers: MCPServer | Mapping[str, Any] | Sequence[MCPServer | Mapping[str, Any]] | None,
 ) -> AsyncIterator[MCPScope]:
-    """Open one session per MCP server for the duration of the block and load its tools.
+    """Open (or borrow from the pool) one session per MCP server for the block and load its tools.
 
     Every tool call inside the block goes through that one session (a stdio server is spawned once per
-    scope, never per call). The sessions close when the block ends: on success, on an exception and on
-    cancellation. Tool errors reported by a server come back as an error `ToolMessage` (or its text), so
-    the model can react; a broken connection raises.
+    scope, never per call). A per-run session (`MCPServer.session`) closes when the block ends: on success,
+    on an exception and on cancellation; a pooled one goes back to the pool after a block that ended
+    normally (and closes otherwise). Tool errors reported by a server come back as an error `ToolMessage`
+    (or its text), so the model can react; a broken connection raises.
 
     Args:
         servers: one server, several, or ``None`` (an empty scope that connects to nothing).
@@ -144,57 +156,122 @@ async def mcp_scope(
         MCPConnectionError: when a server cannot be reached or fails to list its tools; ``.server`` names it.
     """
     resolved = normalize_mcp_servers(servers)
-    holders = [_SessionHolder.start(server) for server in resolved]
+    pool = loop_pool() if any(server.session != "per_run" for server in resolved) else None
+    holders = [_SessionHolder.lease(server, pool) for server in resolved]
+    ended = False
     try:
-        tools_by_server = {holder.server.name: await holder.ready for holder in holders}
+        tools_by_server = {holder.server.name: await holder.tools_for_run() for holder in holders}
         yield MCPScope(
             servers=resolved,
             tools_by_server=tools_by_server,
             _holders={holder.server.name: holder for holder in holders},
         )
+        ended = True
     finally:
-        await _close(holders)
+        kept = [holder for holder in holders if ended and pool is not None and holder.give_back(pool)]
+        await _close([holder for holder in holders if holder not in kept])
 
 
 class _SessionHolder:
-    """One server's session, entered and left inside its own task; the guard of every call through it."""
+    """One server's session, entered and left inside its own task; the guard of every call through it.
+
+    A pooled holder outlives the run that opened it (`mcp_scope` gives it back to the loop's pool) and opens
+    its session again when the server no longer knows it (`reconnect`).
+    """
 
     def __init__(self, server: MCPServer) -> None:
         self.server = server
         self.ready: asyncio.Future[list[BaseTool]] = asyncio.get_running_loop().create_future()
-        self.release = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.closed = False
+        self.broken = False
+        self.pooled = False
         self.session: ClientSession | None = None
         self.definitions: list[MCPTool] = []
         self.signature: tuple[str, ...] = ()
+        self.tools: list[BaseTool] = []
+        self.key: ToolCacheKey = ()
+        self.generation = 0  # counts the sessions opened, so concurrent callers reconnect a stale one once
+        self._released = False
+        self._reused = False
+        self._wake = asyncio.Event()  # set to close the session (`_released`) or to open it again
+        self._fresh = asyncio.Event()  # set while a session is open, or once the holder closed
+        self._session_ids: list[str] = []
         self._calls: set[anyio.CancelScope] = set()
 
     @classmethod
     def start(cls, server: MCPServer) -> _SessionHolder:
         holder = cls(server)
-        holder.task = asyncio.create_task(holder._hold(), name=f"mcp-session-{server.name}")
+        # A pooled session outlives the run that opened it: its task must not carry that run's context.
+        holder.task = asyncio.create_task(holder._hold(), name=f"mcp-session-{server.name}", context=Context())
         holder.task.add_done_callback(holder._report)
         return holder
 
+    @classmethod
+    def lease(cls, server: MCPServer, pool: Pool[PooledSession] | None) -> _SessionHolder:
+        """An idle pooled session of ``server`` (owned by the caller until given back), else a new one."""
+        if pool is not None and server.session != "per_run":
+            holder = pool.take(_pool_key(server))
+            if isinstance(holder, _SessionHolder):
+                holder._reused = True
+                return holder
+        return cls.start(server)
+
+    async def tools_for_run(self) -> list[BaseTool]:
+        """This server's tools for the run: once connected, or, for a borrowed session, with a fresh listing."""
+        if not self._reused:
+            return await self.ready
+        self._reused = False
+        generation = self.generation
+        try:
+            assert self.session is not None  # a pooled holder is only given back while its session is open
+            definitions, signature = await tool_definitions(self.session, self.key)
+        except McpError as exc:
+            if not _session_terminated(exc):
+                raise self._lost(exc) from exc
+            await self.reconnect(generation)  # the new session lists (or takes from the cache) on its own
+            return self.tools
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+            raise self._lost(exc) from exc
+        if signature != self.signature:
+            self._install(definitions, signature)
+        return self.tools
+
+    def give_back(self, pool: Pool[PooledSession]) -> bool:
+        """Return this session to ``pool`` when it may serve another run; ``False``: close it instead."""
+        return self.pooled and not self.closed and not self.broken and pool.give(_pool_key(self.server), self)
+
+    async def aclose(self) -> None:
+        await _close([self])
+
+    def release(self) -> None:
+        self._released = True
+        self._wake.set()
+
     async def _hold(self) -> None:
         name = self.server.name
-        client = MultiServerMCPClient({name: _connection(self.server)})
         try:
-            async with client.session(name, auto_initialize=False) as session:
-                with anyio.fail_after(CONNECT_TIMEOUT):
-                    info = (await session.initialize()).serverInfo
-                    definitions, self.signature = await tool_definitions(session, cache_key(self.server, info))
-                self.session, self.definitions = session, definitions
-                tools = [
-                    convert_mcp_tool_to_langchain_tool(
-                        session, definition, server_name=name, tool_interceptors=[self._guard_call]
-                    )
-                    for definition in definitions
-                ]
-                if not self.ready.done():  # the scope may have been cancelled meanwhile
-                    self.ready.set_result([_prefixed(tool, name) for tool in tools])
-                await self.release.wait()
+            while not self._released:
+                self._session_ids.clear()
+                client = MultiServerMCPClient({name: _connection(self.server, self._session_ids)})
+                async with client.session(name, auto_initialize=False) as session:
+                    with anyio.fail_after(CONNECT_TIMEOUT):
+                        info = (await session.initialize()).serverInfo
+                        self.key = cache_key(self.server, info)
+                        definitions, signature = await tool_definitions(session, self.key)
+                    # Pooled when asked for, or by default when the server keeps no session state: over
+                    # streamable HTTP it then answers `initialize` without an `Mcp-Session-Id` (MCP spec,
+                    # "Session Management"); a stdio process is one session, so it never counts as stateless.
+                    stateless = self.server.url is not None and not self._session_ids
+                    self.pooled = self.server.session == "pooled" or (self.server.session is None and stateless)
+                    self.session = session
+                    self._install(definitions, signature)
+                    if not self.ready.done():  # the scope may have been cancelled meanwhile
+                        self.ready.set_result(self.tools)
+                    self._fresh.set()
+                    await self._wake.wait()
+                    self._wake.clear()
+                    self.session = None
         except Exception as exc:
             if self.ready.done():
                 # The run is over (or its calls fail on their own); a server failing must not mask that.
@@ -205,40 +282,68 @@ class _SessionHolder:
                 self.ready.set_exception(error)
         finally:
             self.closed = True
+            self._fresh.set()  # wakes callers waiting for a reconnect: they find the holder closed
             # The MCP SDK may not answer requests still waiting when its session dies; end them here.
             for call in self._calls:
                 call.cancel()
 
+    def _install(self, definitions: list[MCPTool], signature: tuple[str, ...]) -> None:
+        if signature != self.signature or not self.tools:
+            # Tools that always call the holder's current session, which changes when it reconnects.
+            self.tools = [_prefixed(self._tool(definition), self.server.name) for definition in definitions]
+        self.definitions, self.signature = definitions, signature
+
+    def _tool(self, definition: MCPTool) -> BaseTool:
+        async def route(
+            request: MCPToolCallRequest, handler: Callable[[MCPToolCallRequest], Awaitable[MCPToolCallResult]]
+        ) -> MCPToolCallResult:
+            return await self.call(request)
+
+        return convert_mcp_tool_to_langchain_tool(
+            None, definition, connection=_UNUSED, server_name=self.server.name, tool_interceptors=[route]
+        )
+
+    async def reconnect(self, generation: int) -> None:
+        """Open the session again when it is still the one of ``generation`` (the server forgot it: HTTP 404)."""
+        if generation == self.generation and not self.closed:
+            self.generation += 1
+            self._fresh.clear()
+            self._wake.set()
+            logger.info(
+                "MCP server %r (%s) lost its session; initialising a new one", self.server.name, self.server.target
+            )
+        with anyio.move_on_after(CONNECT_TIMEOUT + CLOSE_TIMEOUT):
+            await self._fresh.wait()
+        if self.closed or self.session is None:
+            raise self._lost(None)
+
     async def call(self, request: MCPToolCallRequest) -> MCPToolCallResult:
-        """Call a tool through this session (for routed tools), with the same guard as the session's own tools."""
-        return await self._guard_call(request, self._call_session)
-
-    async def _call_session(self, request: MCPToolCallRequest) -> MCPToolCallResult:
-        assert self.session is not None  # set before `ready`, and calls only start after `ready`
-        return await self.session.call_tool(request.name, request.args)
-
-    def _report(self, task: asyncio.Task[None]) -> None:
-        if not self.ready.done():
-            self.ready.cancel()  # the holder was cancelled before connecting: never leave the scope waiting
-        elif not self.ready.cancelled():
-            self.ready.exception()  # marks a connection error as seen when the scope ended before awaiting it
-
-    async def _guard_call(
-        self, request: MCPToolCallRequest, handler: Callable[[MCPToolCallRequest], Awaitable[MCPToolCallResult]]
-    ) -> MCPToolCallResult:
-        """Tool-call interceptor: a closed or broken session raises `MCPConnectionError`, never hangs."""
+        """Call a tool through this holder's current session, guarded: a closed or broken session raises."""
         cause: BaseException | None = None
         if not self.closed:
             with anyio.CancelScope() as call:
                 self._calls.add(call)
                 try:
-                    return await handler(request)
+                    generation = self.generation
+                    try:
+                        return await self._call_session(request)
+                    except McpError as exc:
+                        # The server forgot a pooled session (a restart, an expiry): it did not run the call,
+                        # so calling again on a new session is safe. A per-run session's state is gone.
+                        if not (self.pooled and _session_terminated(exc)):
+                            raise
+                    await self.reconnect(generation)
+                    return await self._call_session(request)
                 except (McpError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
                     if isinstance(exc, McpError) and exc.error.code != CONNECTION_CLOSED:
                         raise  # a JSON-RPC error answered by a live server, e.g. invalid arguments
                     cause = exc
+                except MCPConnectionError:
+                    self.broken = True
+                    raise
                 finally:
                     self._calls.discard(call)
+        self.broken = True
         raise MCPConnectionError(
             f"The session of MCP server {self.server.name!r} at {self.server.target!r} is closed or was lost "
             f"while calling its tool {request.name!r}. Call MCP tools only inside their `mcp_scope` block, "
@@ -246,10 +351,45 @@ class _SessionHolder:
             server=self.server.name,
         ) from cause
 
+    async def _call_session(self, request: MCPToolCallRequest) -> MCPToolCallResult:
+        if self.session is None and not self.closed:
+            with anyio.move_on_after(CONNECT_TIMEOUT):
+                await self._fresh.wait()  # another call is opening the session again
+        session = self.session
+        if session is None:
+            raise anyio.ClosedResourceError
+        return await session.call_tool(request.name, request.args)
+
+    def _lost(self, cause: BaseException | None) -> MCPConnectionError:
+        self.broken = True
+        error = MCPConnectionError(
+            f"The session of MCP server {self.server.name!r} at {self.server.target!r} was lost and could not be "
+            "opened again. Check that the server is still running.",
+            server=self.server.name,
+        )
+        error.__cause__ = cause
+        return error
+
+    def _report(self, task: asyncio.Task[None]) -> None:
+        if not self.ready.done():
+            self.ready.cancel()  # the holder was cancelled before connecting: never leave the scope waiting
+        elif not self.ready.cancelled():
+            self.ready.exception()  # marks a connection error as seen when the scope ended before awaiting it
+
+
+def _pool_key(server: MCPServer) -> ToolCacheKey:
+    # The name too: a session's tools carry it as their prefix.
+    return (server.name, *connection_key(server))
+
+
+def _session_terminated(exc: McpError) -> bool:
+    """The MCP SDK's answer to HTTP 404 on a request: the server does not know the session (any more)."""
+    return abs(exc.error.code) == abs(INVALID_REQUEST) and exc.error.message == "Session terminated"
+
 
 async def _close(holders: Sequence[_SessionHolder]) -> None:
     for holder in holders:
-        holder.release.set()
+        holder.release()
     tasks = [holder.task for holder in holders if holder.task is not None and not holder.task.done()]
     if not tasks:
         return
@@ -288,17 +428,16 @@ def _routed_tool(server_name: str, definition: MCPTool) -> BaseTool:
         result: MCPToolCallResult = await holder.call(request)
         return result
 
-    # The session-less form needs some connection; `route` never lets the adapter use it.
-    unused: Connection = {"transport": "stdio", "command": "unused", "args": []}
     tool = convert_mcp_tool_to_langchain_tool(
-        None, definition, connection=unused, server_name=server_name, tool_interceptors=[route]
+        None, definition, connection=_UNUSED, server_name=server_name, tool_interceptors=[route]
     )
     return _prefixed(tool, server_name)
 
 
-def _connection(server: MCPServer) -> Connection:
+def _connection(server: MCPServer, session_ids: list[str]) -> Connection:
     if server.url is not None:
-        http: dict[str, Any] = {"transport": "streamable_http", "url": server.url, "httpx_client_factory": _http_client}
+        factory = functools.partial(_http_client, session_ids=session_ids)
+        http: dict[str, Any] = {"transport": "streamable_http", "url": server.url, "httpx_client_factory": factory}
         if server.headers:
             http["headers"] = dict(server.headers)
         if server.auth is not None:
@@ -313,12 +452,25 @@ def _connection(server: MCPServer) -> Connection:
 
 
 def _http_client(
-    headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None, auth: httpx.Auth | None = None
+    headers: dict[str, str] | None = None,
+    timeout: httpx.Timeout | None = None,
+    auth: httpx.Auth | None = None,
+    *,
+    session_ids: list[str],
 ) -> httpx.AsyncClient:
+    async def record_session_id(response: httpx.Response) -> None:
+        # Whether the server keeps session state: the SDK reads the header, but does not hand it on.
+        if session_id := response.headers.get("mcp-session-id"):
+            session_ids.append(session_id)
+
     # The MCP SDK's default factory builds a fresh SSL context per session (~20 ms of certificate
     # loading); one shared context keeps opening a session per run cheap.
     return httpx.AsyncClient(
-        headers=headers, timeout=timeout or _DEFAULT_HTTP_TIMEOUT, auth=auth, verify=_ssl_context()
+        headers=headers,
+        timeout=timeout or _DEFAULT_HTTP_TIMEOUT,
+        auth=auth,
+        verify=_ssl_context(),
+        event_hooks={"response": [record_session_id]},
     )
 
 

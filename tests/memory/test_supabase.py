@@ -180,6 +180,60 @@ def test_the_anon_key_is_refused_without_leaking_the_key(supabase_checkpoints: A
     assert stack.anon_key not in str(caught.value) and stack.anon_key not in repr(anon)
 
 
+def test_the_anon_key_cannot_read_a_checkpoint_through_the_read_function(supabase_checkpoints: Any) -> None:
+    saver = supabase_checkpoints.fresh_saver()
+    stored = saver.put(_config("secret"), _checkpoint("private"), {}, {})
+    stack = supabase_checkpoints.stack
+    with httpx.Client(timeout=30) as http:
+        client = create_client(stack.url, stack.anon_key, options=ClientOptions(httpx_client=http))
+        anon = SupabaseCheckpointSaver(client, table="test_checkpoints")
+        with pytest.raises(SupabaseCheckpointError, match="service role") as caught:
+            anon.get_tuple(stored)
+    assert caught.value.code == "42501" and "private" not in str(caught.value)
+
+
+def test_put_and_get_tuple_take_one_request_each_and_return_the_pending_writes(supabase_checkpoints: Any) -> None:
+    requests: list[str] = []
+    stack = supabase_checkpoints.stack
+    with httpx.Client(timeout=30, event_hooks={"request": [lambda r: requests.append(r.url.path)]}) as http:
+        client = create_client(stack.url, stack.service_key, options=ClientOptions(httpx_client=http))
+        saver = SupabaseCheckpointSaver(client, table=supabase_checkpoints.table)
+        first = saver.put(_config("one"), _checkpoint("a"), {"step": 1}, {})
+        saver.put_writes(first, [("value", "w1"), ("other", "w2")], "task-b")
+        saver.put_writes(first, [("value", "w0")], "task-a")
+        requests.clear()
+        second = saver.put(first, _checkpoint("b"), {"step": 2}, {})
+        assert requests == ["/rest/v1/rpc/test_checkpoints_put"]
+        requests.clear()
+        older = saver.get_tuple(first)
+        latest = saver.get_tuple(_config("one"))
+        assert requests == ["/rest/v1/rpc/test_checkpoints_get_tuple"] * 2
+        assert saver.get_tuple(_config("one", "no-such-id")) is None
+        assert saver.get_tuple(_config("nobody")) is None
+    assert older is not None and older.pending_writes == [
+        ("task-a", "value", "w0"),
+        ("task-b", "value", "w1"),
+        ("task-b", "other", "w2"),
+    ]
+    assert latest is not None and latest.config == second and latest.parent_config == first
+    assert latest.checkpoint["channel_values"] == {"value": "b"} and latest.metadata["step"] == 2
+    assert latest.pending_writes == []
+
+
+def test_tables_from_an_older_sql_without_the_functions_say_to_run_the_sql_again(
+    supabase_stack: Any, supabase_client: Any
+) -> None:
+    sql = supabase_checkpoints_sql("older_memory")
+    tables_only = sql[: sql.index("-- One round trip")]
+    supabase_stack.run_sql(tables_only, wait_for="older_memory")
+    saver = SupabaseCheckpointSaver(supabase_client, table="older_memory")
+    with pytest.raises(UserError, match=r"tables and functions .*supabase_checkpoints_sql\('older_memory'\)"):
+        saver.put(_config("o"), _checkpoint("v"), {}, {})
+    supabase_stack.run_sql(sql, wait_for="older_memory")
+    stored = saver.put(_config("o"), _checkpoint("v"), {}, {})
+    assert saver.get_tuple(stored) is not None
+
+
 async def test_an_async_supabase_client_is_refused_with_the_fix(supabase_stack: Any) -> None:
     client = await acreate_client(supabase_stack.url, supabase_stack.service_key)
     with pytest.raises(UserError, match="sync supabase client"):
@@ -233,6 +287,10 @@ def test_an_error_without_details_says_so_and_suggests_a_retry() -> None:
             self.end_headers()
             self.wfile.write(b"{}")
 
+        def do_POST(self) -> None:  # reads go through the saver's `/rpc` functions
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.do_GET()
+
         def log_message(self, format: str, *args: object) -> None:
             return
 
@@ -278,7 +336,7 @@ def _delta_graph(snapshot_frequency: int) -> Any:
 
 
 @pytest.mark.parametrize("snapshot_frequency", [100, 3])
-def test_delta_channel_history_matches_langgraphs_walk_with_a_fraction_of_the_requests(
+def test_delta_channel_history_matches_langgraphs_walk_in_no_more_requests(
     supabase_checkpoints: Any, snapshot_frequency: int
 ) -> None:
     from langchain_core.messages import HumanMessage
@@ -311,5 +369,6 @@ def test_delta_channel_history_matches_langgraphs_walk_with_a_fraction_of_the_re
         assert saver.get_delta_channel_history(config=latest.config, channels=[]) == {}
         assert graph.get_state(config).values["messages"][-2].text == "fork"
 
-    assert fewer <= 4 < default_requests
+    # One request per ancestor for LangGraph's walk (get_tuple is a single `/rpc` call); ours reads pages.
+    assert fewer <= min(4, default_requests), (fewer, default_requests)
     assert history["absent"] == {"writes": []}

@@ -1,11 +1,15 @@
 """A stateful FastMCP test server: a per-session counter, a session report and a failing tool.
 
-Usage: ``python counter_server.py stdio PIDFILE`` or ``python counter_server.py http PORT``.
+Usage: ``python counter_server.py stdio PIDFILE``, ``python counter_server.py http PORT`` or
+``python counter_server.py http-stateless PORT``.
 
 - stdio: appends its pid to PIDFILE on start, so tests can count spawned processes and check they exit.
 - http: serves streamable HTTP on 127.0.0.1:PORT/mcp and records the session ids the client terminated
   (HTTP DELETE) at ``GET /_closed``, so tests can observe that a session was closed, and counts the
-  ``tools/list`` requests it answered at ``GET /_list_tools`` (tests of the client's tool-list cache).
+  ``tools/list`` requests it answered at ``GET /_list_tools`` (tests of the client's tool-list cache) and the
+  ``initialize`` requests at ``GET /_initialized`` (tests of pooled sessions).
+- http-stateless: the same, but the server keeps no session state (FastMCP ``stateless_http``): it answers
+  ``initialize`` without an ``Mcp-Session-Id``.
 """
 
 from __future__ import annotations
@@ -21,14 +25,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 mode = sys.argv[1]
-port = int(sys.argv[2]) if mode == "http" else 8000
-server = FastMCP("counter", host="127.0.0.1", port=port, log_level="WARNING")
+port = int(sys.argv[2]) if mode.startswith("http") else 8000
+server = FastMCP("counter", host="127.0.0.1", port=port, log_level="WARNING", stateless_http=mode == "http-stateless")
 
 # Keyed by the session object itself, weakly: an id() key could be reused by a later session after the old
 # one is freed, which handed that new session the old count (a flaky "2 == 1").
 _counts: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 _closed: list[str] = []
 _list_tools_requests = [0]
+_initialize_requests = [0]
 
 
 @server.tool()
@@ -70,6 +75,11 @@ async def list_tools_requests(request: Request) -> JSONResponse:
     return JSONResponse(_list_tools_requests[0])
 
 
+@server.custom_route("/_initialized", methods=["GET"])
+async def initialize_requests(request: Request) -> JSONResponse:
+    return JSONResponse(_initialize_requests[0])
+
+
 def _counting_list_tools() -> None:
     handlers = server._mcp_server.request_handlers
     answer = handlers[types.ListToolsRequest]
@@ -89,7 +99,15 @@ def _recording_deletes(app: Any) -> Any:
         if scope["type"] == "http" and scope["method"] == "DELETE":
             headers = dict(scope["headers"])
             _closed.append(headers.get(b"mcp-session-id", b"").decode())
-        await app(scope, receive, send)
+
+        async def counting_receive() -> Any:
+            message = await receive()
+            body = message.get("body", b"") if message["type"] == "http.request" else b""
+            if b'"method":"initialize"' in body.replace(b" ", b""):
+                _initialize_requests[0] += 1
+            return message
+
+        await app(scope, counting_receive, send)
 
     return wrapped
 
