@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, Generic, cast
+from typing import Any, Generic, Union, cast
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.graph import Graph as DrawableGraph
 from langchain_core.tools import BaseTool
 from langgraph.types import Durability
 from pydantic import BaseModel
@@ -30,6 +31,7 @@ from ai_utils._run.calls import (
     Graph,
     Interrupt,
     RunCall,
+    RunInput,
     RunOptions,
     RunResult,
     StreamOptions,
@@ -42,9 +44,10 @@ from ai_utils._run.calls import (
 from ai_utils._run.context import check_context
 from ai_utils._run.durable import SessionMethods
 from ai_utils._run.locks import RunLock, thread_lock
+from ai_utils._run.runnable import WrapperRunnable, warn_sync_in_loop
 from ai_utils._run.threads import ThreadState
 from ai_utils._utils import iterate_sync, run_sync
-from ai_utils.client import Decision, StreamChunk
+from ai_utils.client import Decision, InterruptBatch, InterruptEvent, StreamChunk
 from ai_utils.exceptions import UserError
 from ai_utils.streaming._adapter import ChunkAdapter, aadapt, adapt, stream_kwargs
 from ai_utils.tools._mcp_config import MCPServer
@@ -56,8 +59,13 @@ OutputT = TypeVar("OutputT", covariant=True, default="str | BaseModel")
 """What ``invoke`` answers besides an interrupt (each wrapper binds it through its constructor overloads)."""
 
 
-class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
-    """Base of the graph wrappers: the sync/async run shells around `ai_utils._run.calls`."""
+class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interrupt"], Generic[OutputT]):
+    """Base of the graph wrappers: the sync/async run shells around `ai_utils._run.calls`, as a LangChain `Runnable`.
+
+    The graph's own root run is the wrapper's run in callbacks (``astream_events``, LangSmith): the caller's
+    ``config`` (callbacks, tags, metadata, ``run_id``, ``run_name``) goes to the graph call, so no second run
+    wraps it.
+    """
 
     _owner = "Agent"
     checkpointer: Any
@@ -103,29 +111,39 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
 
     # --- public run methods -------------------------------------------------------------------------------
 
-    def invoke(self, input: Any = None, **options: Unpack[RunOptions]) -> OutputT | Interrupt:
+    def invoke(  # type: ignore[override]  # Runnable's **kwargs: Any, narrowed to the typed run options
+        self, input: RunInput = None, config: RunnableConfig | None = None, **options: Unpack[RunOptions]
+    ) -> OutputT | Interrupt:
         """Run one turn (or resume a paused one) to the end.
 
         Args:
-            input: the user's message (a str or LangChain messages); leave it out to answer a pending approval
-                with ``decision``/``decisions``, or to continue a run that stopped (e.g. in a crash).
-            **options: ``thread_id``, ``context``, ``decision``, ``decisions``, ``callbacks``, ``config``
-                (see `RunOptions`).
+            input: the user's message (a str, LangChain messages or a prompt value); leave it out to answer a
+                pending approval with ``decision``/``decisions``, or to continue a run that stopped (e.g. in a
+                crash).
+            config: a LangChain ``RunnableConfig`` (callbacks, tags, metadata, run_name, recursion_limit,
+                ``configurable``), merged with ours; its ``configurable.thread_id`` names the thread too.
+            **options: ``thread_id``, ``context``, ``decision``, ``decisions``, ``callbacks`` (see `RunOptions`).
 
         Returns:
             The answer text, the ``output`` model instance, or an interrupt chunk (``{"kind": "interrupt", ...}``)
             when a tool waits for approval.
 
         Raises:
-            UserError: a bad call (input and a decision, no ``thread_id`` with a checkpointer, an unknown option).
+            UserError: a bad call (input and a decision, no ``thread_id`` with a checkpointer, a ``thread_id``
+                that differs from the config's, an unknown option).
         """
-        return self._typed(self._invoke(RunCall.of(self._owner, "invoke", input, options)))
+        self._warn_in_loop("invoke")
+        return self._typed(self._invoke(RunCall.of(self._owner, "invoke", input, options, config)))
 
-    async def ainvoke(self, input: Any = None, **options: Unpack[RunOptions]) -> OutputT | Interrupt:
+    async def ainvoke(  # type: ignore[override]  # see invoke
+        self, input: RunInput = None, config: RunnableConfig | None = None, **options: Unpack[RunOptions]
+    ) -> OutputT | Interrupt:
         """Async twin of `invoke`."""
-        return self._typed(await self._ainvoke(RunCall.of(self._owner, "ainvoke", input, options)))
+        return self._typed(await self._ainvoke(RunCall.of(self._owner, "ainvoke", input, options, config)))
 
-    def stream(self, input: Any = None, **options: Unpack[StreamOptions]) -> Iterator[StreamChunk]:
+    def stream(  # type: ignore[override]  # yields our chunks (ai_utils.client), not answers
+        self, input: RunInput = None, config: RunnableConfig | None = None, **options: Unpack[StreamOptions]
+    ) -> Iterator[StreamChunk]:
         """Run one turn (or resume one) and yield its chunks as they come.
 
         Text ``str``s and, when asked for (``show_tool_calls``, ``show_reasoning``, ``show_subagents``), tool /
@@ -134,11 +152,31 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
         Other options as in `invoke` (see `StreamOptions`); the call is checked when iteration starts, so a
         `UserError` comes from the first ``next()`` (before the first chunk); an unknown option fails at once.
         """
-        return self._stream(RunCall.of(self._owner, "stream", input, options), chunk_adapter(options))
+        self._warn_in_loop("stream")
+        return self._stream(RunCall.of(self._owner, "stream", input, options, config), chunk_adapter(options))
 
-    def astream(self, input: Any = None, **options: Unpack[StreamOptions]) -> AsyncIterator[StreamChunk]:
+    def astream(  # type: ignore[override]  # see stream
+        self, input: RunInput = None, config: RunnableConfig | None = None, **options: Unpack[StreamOptions]
+    ) -> AsyncIterator[StreamChunk]:
         """Async twin of `stream`."""
-        return self._arun_stream(RunCall.of(self._owner, "astream", input, options), chunk_adapter(options))
+        return self._arun_stream(RunCall.of(self._owner, "astream", input, options, config), chunk_adapter(options))
+
+    # --- the Runnable face ----------------------------------------------------------------------------------
+
+    def _warn_in_loop(self, method: str) -> None:
+        # With MCP servers a sync call inside a loop fails anyway (run_sync refuses, naming the async twin).
+        if self._graph is not None:
+            warn_sync_in_loop(self._owner, method, stacklevel=4)
+
+    def _input_type(self) -> Any:
+        return RunInput
+
+    def _output_type(self) -> Any:
+        return Union[self.output or str, InterruptEvent, InterruptBatch]  # noqa: UP007 - built at run time
+
+    def get_graph(self, config: RunnableConfig | None = None) -> DrawableGraph:
+        """The compiled graph's drawable graph (``agent.get_graph().draw_mermaid()``)."""
+        return self.graph.get_graph(config)
 
     def _typed(self, result: RunResult) -> OutputT | Interrupt:
         # The constructor overloads tie OutputT to ``output`` (and ``actions``), which decide what a run returns.
@@ -150,7 +188,10 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
         self, thread_id: str | None, callbacks: Sequence[BaseCallbackHandler], config: RunnableConfig | None = None
     ) -> RunnableConfig:
         handlers = [*self.callbacks, *callbacks]
-        return merge_run_config(run_config(thread_id, callbacks=handlers or None), config)
+        ours = run_config(thread_id, callbacks=handlers or None)
+        if not self.name:
+            ours["run_name"] = self._owner  # the run's name in traces and astream_events (else "LangGraph")
+        return merge_run_config(ours, config)
 
     def _checked_config(self, call: RunCall) -> RunnableConfig:
         """The run's config, once the call is known to be valid (else `UserError`)."""

@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING, Any, Never, cast, overload
 
 from langchain.agents import create_agent
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.types import Durability
 from pydantic import BaseModel
 from typing_extensions import TypeVar, Unpack
 
 from ai_utils._run.args import keyword_names, reject_unknown
-from ai_utils._run.calls import Interrupt, ModelT, RunCall, RunOptions, RunResult
+from ai_utils._run.calls import Interrupt, ModelT, RunCall, RunInput, RunOptions, RunResult
 from ai_utils._run.hitl import hitl_middleware
 from ai_utils._run.repair import ModelCallRepair
 from ai_utils._run.runner import Graph
@@ -233,25 +234,48 @@ class Agent(Wrapper[OutputT]):
 
     # --- invoke --------------------------------------------------------------------------------------------
 
-    def invoke(self, input: Any = None, *, actor: Any = None, **options: Unpack[RunOptions]) -> OutputT | Interrupt:
+    def invoke(  # type: ignore[override]  # Runnable's **kwargs: Any, narrowed to the typed run options
+        self,
+        input: RunInput = None,
+        config: RunnableConfig | None = None,
+        *,
+        actor: Any = None,
+        **options: Unpack[RunOptions],
+    ) -> OutputT | Interrupt:
         """Run one turn (or resume a paused one) to the end.
 
         Args:
-            input: the user's message; leave it out to answer a pending approval with ``decision``/``decisions``
-                (``"approve"``, ``"reject"``, ``{"type": "edit", "args": {...}}``, ...) or to continue a run.
+            input: the user's message (a str, LangChain messages or a prompt value); leave it out to answer a
+                pending approval with ``decision``/``decisions`` (``"approve"``, ``"reject"``,
+                ``{"type": "edit", "args": {...}}``, ...) or to continue a run.
+            config: a LangChain ``RunnableConfig`` (callbacks, tags, metadata, run_name, recursion_limit,
+                ``configurable``) merged with ours; its ``configurable.thread_id`` names the thread too.
             actor: who asked (``Actor`` or mapping); with ``actions``, the policy checks their roles and plan.
             **options: ``thread_id`` (required with a checkpointer), ``context`` (never stored), ``decision``,
-                ``decisions``, ``callbacks`` (for this run, added to the agent's), ``config`` (a LangChain
-                ``RunnableConfig`` merged with ours); see `RunOptions`.
+                ``decisions``, ``callbacks`` (for this run, added to the agent's); see `RunOptions`.
 
         Returns:
             The answer text, the ``output`` model instance, a `DirectiveResult` with ``actions``, or an
             interrupt chunk (``{"kind": "interrupt", ...}``) when a tool waits for approval.
         """
-        return self._result(self._invoke(RunCall.of(self._owner, "invoke", input, options)), actor)
+        self._warn_in_loop("invoke")
+        return self._result(self._invoke(RunCall.of(self._owner, "invoke", input, options, config)), actor)
 
-    async def ainvoke(
-        self, input: Any = None, *, actor: Any = None, **options: Unpack[RunOptions]
+    async def ainvoke(  # type: ignore[override]  # see invoke
+        self,
+        input: RunInput = None,
+        config: RunnableConfig | None = None,
+        *,
+        actor: Any = None,
+        **options: Unpack[RunOptions],
     ) -> OutputT | Interrupt:
         """Async twin of `invoke`."""
-        return self._result(await self._ainvoke(RunCall.of(self._owner, "ainvoke", input, options)), actor)
+        return self._result(await self._ainvoke(RunCall.of(self._owner, "ainvoke", input, options, config)), actor)
+
+    def _output_type(self) -> Any:
+        if self.actions is None:
+            return super()._output_type()
+        from ai_utils.client import InterruptBatch, InterruptEvent
+        from ai_utils.gateway.actions import DirectiveResult
+
+        return DirectiveResult | InterruptEvent | InterruptBatch
