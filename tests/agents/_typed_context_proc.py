@@ -22,7 +22,7 @@ SENTINEL = sys.argv[1]
 
 
 def token_of(context: object) -> str:
-    return str(context["api_token"] if isinstance(context, dict) else getattr(context, "api_token"))
+    return str(context["api_token"] if isinstance(context, dict) else context.api_token)
 
 
 @tool
