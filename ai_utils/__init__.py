@@ -94,6 +94,7 @@ _LAZY: dict[str, str] = {
     "SupabaseVectorStore": "ai_utils.rag",
     "SupabaseVectorStoreError": "ai_utils.rag",
     "TavilySearch": "ai_utils.tools.tavily",
+    "ThreadBusyError": "ai_utils.exceptions",
     "ToolRegistry": "ai_utils.tools",
     "Turn": "ai_utils.sessions",
     "TurnResult": "ai_utils.sessions",
@@ -210,6 +211,7 @@ if TYPE_CHECKING:
         ModelProfileError,
         ProviderError,
         SessionFencedError,
+        ThreadBusyError,
         UserError,
     )
     from ai_utils.gateway import (
@@ -434,6 +436,7 @@ __all__ = [
     "SupabaseVectorStore",
     "SupabaseVectorStoreError",
     "TavilySearch",
+    "ThreadBusyError",
     "ToolRegistry",
     "Turn",
     "TurnResult",

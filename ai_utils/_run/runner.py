@@ -43,7 +43,7 @@ from ai_utils._run.calls import (
 )
 from ai_utils._run.context import check_context
 from ai_utils._run.durable import SessionMethods
-from ai_utils._run.locks import RunLock, thread_lock
+from ai_utils._run.locks import ahold_thread, hold_thread
 from ai_utils._run.runnable import WrapperRunnable, warn_sync_in_loop
 from ai_utils._run.threads import ThreadState
 from ai_utils._utils import iterate_sync, run_sync
@@ -210,22 +210,20 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
     def _graph_options(self, call: RunCall) -> dict[str, Any]:
         return {"context": call.context, "durability": self._durability}
 
-    def _lock(self, config: RunnableConfig) -> RunLock | None:
-        """The lock that serialises runs on this thread in this process (``None`` without a checkpointer)."""
+    def _thread(self, config: RunnableConfig) -> str | None:
+        """The run's thread when the wrapper keeps threads (its runs on it are serialised), else ``None``."""
         thread_id = (config.get("configurable") or {}).get("thread_id")
-        if self.checkpointer is None or not isinstance(thread_id, str):
-            return None
-        return thread_lock(self.checkpointer, thread_id)
+        return thread_id if self.checkpointer is not None and isinstance(thread_id, str) else None
 
     def _hold(self, config: RunnableConfig) -> contextlib.AbstractContextManager[Any]:
-        lock = self._lock(config)
-        return lock.hold() if lock is not None else contextlib.nullcontext()
+        thread_id = self._thread(config)
+        return hold_thread(self.checkpointer, thread_id) if thread_id is not None else contextlib.nullcontext()
 
     @contextlib.asynccontextmanager
     async def _open(self, config: RunnableConfig) -> AsyncIterator[tuple[Graph, RunnableConfig]]:
         """The graph and config for one async run, the thread's lock held; with MCP servers, their sessions open."""
-        lock = self._lock(config)
-        async with lock.ahold() if lock is not None else contextlib.nullcontext():
+        thread_id = self._thread(config)
+        async with ahold_thread(self.checkpointer, thread_id) if thread_id is not None else contextlib.nullcontext():
             if self._graph is not None:
                 yield self._graph, config
                 return
