@@ -43,6 +43,7 @@ from ai_utils._run.calls import (
 )
 from ai_utils._run.context import check_context
 from ai_utils._run.durable import SessionMethods
+from ai_utils._run.hooks import langsmith_tracing, traced_hooks
 from ai_utils._run.locks import ahold_thread, hold_thread
 from ai_utils._run.runnable import WrapperRunnable, warn_sync_in_loop
 from ai_utils._run.threads import ThreadState
@@ -77,6 +78,9 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
     _graph: Graph | None
     # With MCP servers: the graph of the latest run and the MCP tool signature it was built for.
     _mcp_graph: tuple[Any, Graph] | None = None
+    # For runs LangSmith traces: (the fast graph, its twin with hooks traced for their whole duration).
+    _traced_graph: tuple[Graph, Graph] | None = None
+    _traced_mcp_graph: tuple[Any, Graph] | None = None
     # Tool names in ``interrupt_on``: each must name a tool of the built graph.
     _gated: tuple[str, ...] = ()
 
@@ -101,6 +105,26 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
                 f"{sorted(known)!r}. Fix the name (MCP tools are named `<server>__<tool>`) or add the tool."
             )
         return graph
+
+    def _middleware_in_use(self) -> list[Any]:
+        """Every middleware instance `_build` hands the graph factory (for `traced_hooks`)."""
+        return list(getattr(self, "_middleware", ()))
+
+    def _compile_traced(self, tools: Sequence[BaseTool], *, gated: bool = True) -> Graph:
+        """`_compile`, with plain async hooks traced for their whole duration (see ``_run/hooks.py``)."""
+        with traced_hooks(self._middleware_in_use()):
+            return self._compile(tools, gated=gated)
+
+    def _run_graph(self, config: RunnableConfig) -> Graph:
+        """The compiled graph for one run: the fast one, or its traced twin when LangSmith traces the run."""
+        graph = cast("Graph", self._graph)
+        if not langsmith_tracing(config):
+            return graph
+        traced = self._traced_graph
+        if traced is None or traced[0] is not graph:
+            traced = (graph, self._compile_traced(self._tools))
+            self._traced_graph = traced
+        return traced[1]
 
     @property
     def graph(self) -> Graph:
@@ -225,25 +249,30 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
         thread_id = self._thread(config)
         async with ahold_thread(self.checkpointer, thread_id) if thread_id is not None else contextlib.nullcontext():
             if self._graph is not None:
-                yield self._graph, config
+                yield self._run_graph(config), config
                 return
             from ai_utils.tools.mcp import mcp_scope
 
             async with mcp_scope(self._servers) as scope:
-                cached = self._mcp_graph
+                traced = langsmith_tracing(config)
+                cached = self._traced_mcp_graph if traced else self._mcp_graph
                 if cached is not None and cached[0] == scope.signature:
                     graph = cached[1]
                 else:
                     # Built once per distinct tool listing, not per run (deepagents takes 13-19 ms to build a graph).
-                    graph = self._compile([*self._tools, *scope.routed_tools()])
-                    self._mcp_graph = (scope.signature, graph)
+                    tools = [*self._tools, *scope.routed_tools()]
+                    graph = self._compile_traced(tools) if traced else self._compile(tools)
+                    if traced:
+                        self._traced_mcp_graph = (scope.signature, graph)
+                    else:
+                        self._mcp_graph = (scope.signature, graph)
                 yield graph, scope.bind(config)
 
     def _invoke(self, call: RunCall) -> RunResult:
         config = self._checked_config(call)
         if self._graph is None:
             return run_sync(lambda: self._ainvoke(call), what=f"{self._owner}.invoke with MCP servers")
-        graph = self._graph
+        graph = self._run_graph(config)
         with self._hold(config):
             state = graph.get_state(config) if call.input is None else None
             output = graph.invoke(graph_input(call, config, state), config, **self._graph_options(call), version="v2")
@@ -265,7 +294,7 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
                 lambda: self._arun_stream(call, adapter, config), what=f"{self._owner}.stream with MCP servers"
             )
             return
-        graph = self._graph
+        graph = self._run_graph(config)
         with self._hold(config):
             state = graph.get_state(config) if call.input is None else None
             parts = graph.stream(

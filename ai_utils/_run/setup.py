@@ -42,6 +42,7 @@ from ai_utils.tools._normalize import normalize_tools
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langgraph.types import Checkpointer
+    from opentelemetry.trace import TracerProvider
 
     from ai_utils.tools.registry import ToolRegistry
 
@@ -63,6 +64,7 @@ class WrapperOptions(TypedDict, total=False):
     context_schema: type[Any] | None
     callbacks: Sequence[BaseCallbackHandler]
     retries: int
+    tracer_provider: TracerProvider | None
     # ``modes`` and ``sessions`` are typed by each wrapper: their types live in rooms below this one.
 
 

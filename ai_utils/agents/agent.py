@@ -27,6 +27,7 @@ from ai_utils.tools._mcp_config import MCPServer
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langgraph.types import Checkpointer
+    from opentelemetry.trace import TracerProvider
 
     from ai_utils.gateway.actions import ActionRegistry, DirectiveResult
     from ai_utils.routing.modes import ModeRouter
@@ -101,6 +102,8 @@ class Agent(Wrapper[OutputT]):
             ``memory_sessions()``; SPEC §14): ``agent.session()`` then gives conversations whose turns outlive
             the process. It brings its own checkpointer; every tool must declare ``idempotent``
             (`durable_tool`). Sessions belong to the agent's ``name`` (``"default"`` without one).
+        tracer_provider: an OpenTelemetry ``TracerProvider``: this agent's runs emit GenAI spans to it
+            (``invoke_agent``, ``chat``, ``execute_tool``; see `ai_utils.otel`; extra ``otel``).
         modes: a mode router (``KeywordModeRouter(...)``): each turn's user message picks a mode; the model then
             sees only that mode's tools and the mode instruction, a call to another tool is refused, and the turn
             gets at most the mode's ``max_tool_iterations`` tool rounds. ``stream(show_tool_calls=True)`` starts
@@ -157,9 +160,14 @@ class Agent(Wrapper[OutputT]):
         modes: ModeRouter | None = None,
         retries: int = 2,
         sessions: SessionStore | None = None,
+        tracer_provider: TracerProvider | None = None,
         **unknown: Never,
     ) -> None:
         reject_unknown(unknown, owner="Agent", known=keyword_names(Agent.__init__))
+        if tracer_provider is not None:
+            from ai_utils.otel._instrument import provider_callbacks
+
+            callbacks = [*callbacks, *provider_callbacks(tracer_provider)]
         if actions is not None and output is not None:
             raise UserError(
                 "`actions` reads `!>` directives from the answer text; it cannot be combined with `output`."

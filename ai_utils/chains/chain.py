@@ -28,6 +28,7 @@ from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import merge_configs
 from pydantic import BaseModel
 
 from ai_utils._run.args import reject_unknown
@@ -49,6 +50,7 @@ from ai_utils.rag.documents import turn_to_docs
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langchain_core.vectorstores import VectorStore
+    from opentelemetry.trace import TracerProvider
 
 __all__ = [
     "Chain",
@@ -278,6 +280,8 @@ class Chain(WrapperRunnable[OutputT]):
         vector_store: a LangChain `VectorStore`; each call retrieves ``k`` documents as context.
         k: how many documents to retrieve.
         retries: extra model calls when the reply does not validate against ``output``.
+        tracer_provider: an OpenTelemetry ``TracerProvider``: each call's model calls emit GenAI ``chat`` spans
+            to it (see `ai_utils.otel`; extra ``otel``).
     """
 
     @overload
@@ -290,6 +294,7 @@ class Chain(WrapperRunnable[OutputT]):
         vector_store: VectorStore | None = None,
         k: int = 4,
         retries: int = 2,
+        tracer_provider: TracerProvider | None = None,
     ) -> None: ...
 
     @overload
@@ -302,6 +307,7 @@ class Chain(WrapperRunnable[OutputT]):
         vector_store: VectorStore | None = None,
         k: int = 4,
         retries: int = 2,
+        tracer_provider: TracerProvider | None = None,
     ) -> None: ...
 
     def __init__(
@@ -313,6 +319,7 @@ class Chain(WrapperRunnable[OutputT]):
         vector_store: VectorStore | None = None,
         k: int = 4,
         retries: int = 2,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         if output is not None:
             check_schema(output, argument="Chain(output=...)")
@@ -332,10 +339,21 @@ class Chain(WrapperRunnable[OutputT]):
         self._call: StructuredCall[BaseModel] | None = None if output is None else structured_call(llm, output)
         self.vector_store = vector_store
         self.k = k
+        self._callbacks: list[Any] = []
+        if tracer_provider is not None:
+            from ai_utils.otel._instrument import provider_callbacks
+
+            self._callbacks = provider_callbacks(tracer_provider)
 
     def __repr__(self) -> str:
         output = None if self.output is None else self.output.__name__
         return f"Chain(llm={type(self.llm).__name__}, output={output}, k={self.k}, retries={self.retries})"
+
+    def _config(self, config: RunnableConfig | None) -> RunnableConfig | None:
+        """``config`` with the chain's own callbacks (its ``tracer_provider``'s handler) added."""
+        if not self._callbacks:
+            return config
+        return merge_configs(config, {"callbacks": self._callbacks})
 
     def _input_type(self) -> Any:
         return ChainInput
@@ -390,7 +408,7 @@ class Chain(WrapperRunnable[OutputT]):
         """
         warn_sync_in_loop("Chain", "invoke")
         _no_options("invoke", kwargs)
-        return self._call_with_config(self._run, inputs, config, run_type="chain")
+        return self._call_with_config(self._run, inputs, self._config(config), run_type="chain")
 
     def _run(self, inputs: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> OutputT:
         messages = self._messages(inputs, self._documents(inputs))
@@ -405,7 +423,7 @@ class Chain(WrapperRunnable[OutputT]):
     ) -> OutputT:
         """Async twin of `invoke`."""
         _no_options("ainvoke", kwargs)
-        return await self._acall_with_config(self._arun, inputs, config, run_type="chain")
+        return await self._acall_with_config(self._arun, inputs, self._config(config), run_type="chain")
 
     async def _arun(self, inputs: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig) -> OutputT:
         messages = self._messages(inputs, await self._adocuments(inputs))
@@ -435,7 +453,8 @@ class Chain(WrapperRunnable[OutputT]):
         warn_sync_in_loop("Chain", "stream")
         _no_options("stream", kwargs)
         # Runnable types the helper's chunks as answers (OutputT); a chain streams text whatever ``output`` is.
-        text: Any = self._transform_stream_with_config(iter([inputs]), cast(Any, self._text_chunks), config, "chain")
+        chunks = cast(Any, self._text_chunks)
+        text: Any = self._transform_stream_with_config(iter([inputs]), chunks, self._config(config), "chain")
         return cast("Iterator[str]", text)
 
     def _text_chunks(
@@ -452,7 +471,8 @@ class Chain(WrapperRunnable[OutputT]):
     ) -> AsyncIterator[str]:
         """Async twin of `stream`."""
         _no_options("astream", kwargs)
-        text: Any = self._atransform_stream_with_config(_once(inputs), cast(Any, self._atext_chunks), config, "chain")
+        chunks = cast(Any, self._atext_chunks)
+        text: Any = self._atransform_stream_with_config(_once(inputs), chunks, self._config(config), "chain")
         return cast("AsyncIterator[str]", text)
 
     async def _atext_chunks(

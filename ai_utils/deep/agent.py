@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langgraph.store.base import BaseStore
     from langgraph.types import Checkpointer
+    from opentelemetry.trace import TracerProvider
 
     from ai_utils.routing.modes import ModeRouter
     from ai_utils.sessions._store import SessionStore
@@ -112,6 +113,7 @@ class DeepAgent(Wrapper[OutputT]):
         mcp_server: one or more `MCPServer`s, as for `Agent`.
         describe: what the agent is for (metadata only; not sent to the model).
         callbacks: LangChain callback handlers for every run; ``invoke``/``stream`` take more per call.
+        tracer_provider: an OpenTelemetry ``TracerProvider`` for this agent's GenAI spans, as for `Agent`.
         sessions: a durable session store, as for `Agent` (SPEC §14); it replaces ``checkpointer``.
         modes: a mode router, as for `Agent`: per turn only the mode's tools (built-in ones included: list
             ``"read_file"``, ``"write_todos"``, ... in ``allowed_tools`` to keep them) and the mode instruction.
@@ -160,9 +162,14 @@ class DeepAgent(Wrapper[OutputT]):
         modes: ModeRouter | None = None,
         retries: int = 2,
         sessions: SessionStore | None = None,
+        tracer_provider: TracerProvider | None = None,
         **unknown: Never,
     ) -> None:
         reject_unknown(unknown, owner="DeepAgent", known=keyword_names(DeepAgent.__init__))
+        if tracer_provider is not None:
+            from ai_utils.otel._instrument import provider_callbacks
+
+            callbacks = [*callbacks, *provider_callbacks(tracer_provider)]
         if backend is not None and (isinstance(backend, type) or not hasattr(backend, "read")):
             raise UserError(
                 f"`backend` must be a backend instance, got {backend!r}. "
@@ -238,20 +245,21 @@ class DeepAgent(Wrapper[OutputT]):
         self._graph = None if self._servers else graph
         self._mcp_graph = None
 
+    def _own_middleware(self) -> list[Any]:
+        # With sessions the session middleware is the repair step (a ThreadRepair that also steers).
+        return [*self._repair, *self.middleware, *self._mode_middleware, *self._guards]
+
+    def _middleware_in_use(self) -> list[Any]:
+        declared = [m for spec in self.subagents or () if isinstance(spec, Mapping) for m in spec.get("middleware", ())]
+        return [*self._own_middleware(), *declared]
+
     def _build(self, tools: Sequence[BaseTool]) -> Graph:
         graph: Graph = create_deep_agent(
             model=self.llm,
             tools=[guard_tool(t) for t in tools],
             system_prompt=self.system_prompt,
             # ThreadRepair has the name of deepagents' PatchToolCallsMiddleware, so it takes that slot.
-            middleware=[
-                TodoListMiddleware(),
-                # With sessions the session middleware is the repair step (a ThreadRepair that also steers).
-                *self._repair,
-                *self.middleware,
-                *self._mode_middleware,
-                *self._guards,
-            ],
+            middleware=[TodoListMiddleware(), *self._own_middleware()],
             subagents=self.subagents,
             skills=self.skills,
             memory=self.agents_md,
