@@ -53,7 +53,7 @@ def quiet_tool_runtime() -> None:
     ``__get_pydantic_core_schema__`` hook is skipped for parametrised generic dataclasses), so that is the one
     value changed; nothing else reads it. `tests/test_compat.py` checks the field is still there.
     """
-    field = ToolRuntime.__dataclass_fields__["context"]  # type: ignore[attr-defined]
+    field = ToolRuntime.__dataclass_fields__["context"]
     if field.type is Any:
         return
     with _PATCH_LOCK:

@@ -13,8 +13,10 @@ graph of traced runs with ``async def`` twins instead (see below).
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import threading
+import types
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -47,15 +49,22 @@ _BUILD_LOCK = threading.RLock()
 
 def langsmith_tracing(config: Mapping[str, Any]) -> bool:
     """Whether a run with ``config`` is traced by LangSmith (environment, ``tracing_context``, a tracer callback)."""
+    checks = _tracing_checks()
+    if checks.enabled() or checks.tracer_var.get() is not None:
+        return True
+    callbacks = config.get("callbacks")
+    handlers = callbacks if isinstance(callbacks, list) else getattr(callbacks, "handlers", None) or ()
+    return any(isinstance(handler, checks.tracer) for handler in handlers)
+
+
+@functools.cache
+def _tracing_checks() -> Any:
+    # Imported once, on the first run (langsmith costs ~130 ms to import; `import ai_utils` stays light).
     from langchain_core.tracers.context import tracing_v2_callback_var
     from langchain_core.tracers.langchain import LangChainTracer
     from langsmith.utils import tracing_is_enabled
 
-    if tracing_is_enabled() or tracing_v2_callback_var.get() is not None:
-        return True
-    callbacks = config.get("callbacks")
-    handlers = callbacks if isinstance(callbacks, list) else getattr(callbacks, "handlers", None) or ()
-    return any(isinstance(handler, LangChainTracer) for handler in handlers)
+    return types.SimpleNamespace(enabled=tracing_is_enabled, tracer_var=tracing_v2_callback_var, tracer=LangChainTracer)
 
 
 def _plain_hooks(middleware: Any) -> list[str]:

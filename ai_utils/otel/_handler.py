@@ -51,23 +51,33 @@ MAX_RUNS = 10_000
 class _Run:
     """A run the handler tracks: its span (if it has one) and what its children hang under."""
 
-    __slots__ = ("agent", "context", "in_agent", "owner", "root", "span")
+    __slots__ = ("_context", "agent", "in_agent", "owner", "parent_context", "root", "span")
 
     def __init__(
         self,
         span: Span | None,
-        context: otel_context.Context,
+        parent_context: otel_context.Context,
         owner: Span | None,
         root: UUID,
         agent: str | None,
         in_agent: bool,
     ) -> None:
         self.span = span  # this run's own span
-        self.context = context  # the context its children's spans start in
+        self.parent_context = parent_context  # the context its own span started in
         self.owner = owner  # the nearest span at or above this run
         self.root = root  # the outermost tracked run
         self.agent = agent  # the agent this run belongs to (lc_agent_name), for nested agents
         self.in_agent = in_agent
+        self._context: otel_context.Context | None = None
+
+    @property
+    def context(self) -> otel_context.Context:
+        """The context its children's spans start in (made when the first child asks: most spans have none)."""
+        if self.span is None:
+            return self.parent_context
+        if self._context is None:
+            self._context = trace.set_span_in_context(self.span, self.parent_context)
+        return self._context
 
 
 def _guarded(method: Callable[..., None]) -> Callable[..., None]:
@@ -144,7 +154,7 @@ class OpenTelemetryCallbackHandler(GraphCallbackHandler):
                 run_id,
                 _Run(
                     span,
-                    trace.set_span_in_context(span, context),
+                    context,
                     span,
                     parent.root if parent is not None else run_id,
                     agent if agent_span or parent is None else parent.agent,
