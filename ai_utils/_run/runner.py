@@ -174,9 +174,10 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
         reasoning / subagent events (shapes: `ai_utils.client`); a paused run ends with one interrupt chunk, also
         when a subagent paused; ``get_stream_writer()`` data arrives as ``{"kind": "custom", "data": ...}``.
         Other options as in `invoke` (see `StreamOptions`); the call is checked when iteration starts, so a
-        `UserError` comes from the first ``next()`` (before the first chunk); an unknown option fails at once.
+        `UserError` comes from the first ``next()`` (before the first chunk); an unknown option fails at once. A
+        run started (first ``next()``) on a thread that runs an event loop warns, naming `astream` (iterating in
+        a worker thread, as ``StreamResponse`` does with a sync iterator, is fine).
         """
-        self._warn_in_loop("stream")
         return self._stream(RunCall.of(self._owner, "stream", input, options, config), chunk_adapter(options))
 
     def astream(  # type: ignore[override]  # see stream
@@ -288,6 +289,7 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
 
     def _stream(self, call: RunCall, adapter: ChunkAdapter) -> Iterator[StreamChunk]:
         # Checked on the first next(), not here: StreamResponse then answers a bad call with a 400 JSON body.
+        self._warn_in_loop("stream")
         config = self._checked_config(call)
         if self._graph is None:
             yield from iterate_sync(

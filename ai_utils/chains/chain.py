@@ -450,7 +450,6 @@ class Chain(WrapperRunnable[OutputT]):
         Yields:
             Non-empty text chunks.
         """
-        warn_sync_in_loop("Chain", "stream")
         _no_options("stream", kwargs)
         # Runnable types the helper's chunks as answers (OutputT); a chain streams text whatever ``output`` is.
         chunks = cast(Any, self._text_chunks)
@@ -460,6 +459,7 @@ class Chain(WrapperRunnable[OutputT]):
     def _text_chunks(
         self, inputs: Iterator[Any], run_manager: CallbackManagerForChainRun, config: RunnableConfig
     ) -> Iterator[str]:
+        warn_sync_in_loop("Chain", "stream", stacklevel=6)  # where the run happens (a worker thread is fine)
         for given in inputs:
             messages = self._messages(given, self._documents(given))
             for chunk in self.llm.stream(messages, config):

@@ -303,13 +303,13 @@ class LoopRunner(WrapperRunnable["LoopResult | Interrupt"]):
         Raises:
             LoopPermissionDeniedError, LoopError: after the last chunk, when the run failed.
         """
-        warn_sync_in_loop("LoopRunner", "stream")
         config = self._config(thread_id, config, "stream")
         graph_input = self._graph_input(input, self._thread(config), decision, self.graph.get_state(config))
         parts = self.graph.stream(graph_input, config, durability="sync", **stream_kwargs())
         return self._chunks(parts, ChunkAdapter(show_tool_calls=show_tool_calls))
 
     def _chunks(self, parts: Iterator[Any], adapter: ChunkAdapter) -> Iterator[StreamChunk]:
+        warn_sync_in_loop("LoopRunner", "stream")  # where the run happens (a worker thread is fine)
         last: dict[str, Any] = {}
 
         def lifted() -> Iterator[dict[str, Any]]:

@@ -296,11 +296,13 @@ async def test_a_sync_run_inside_a_running_loop_warns_once_naming_the_async_twin
 
 
 async def test_sync_runs_off_the_loop_and_async_runs_do_not_warn() -> None:
-    agent = Agent(llm=FakeChatModel(["ok"] * 4))
+    agent = Agent(llm=FakeChatModel(["ok"] * 5))
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert await asyncio.to_thread(agent.invoke, "hi") == "ok"  # a worker thread runs no loop
+        chunks = agent.stream("hi")  # made on the loop, run in a worker thread (as StreamResponse does)
+        assert await asyncio.to_thread(list, chunks) == ["ok"]
         assert await agent.ainvoke("hi") == "ok"
         assert [c async for c in agent.astream("hi")] == ["ok"]
         assert await agent.abatch(["x"]) == ["ok"]
