@@ -142,12 +142,12 @@ def process_locks(saver: Any) -> ProcessLocks | None:
     return getattr(saver, "run_locks", None)
 
 
-def thread_lock(saver: Any, thread_id: str) -> RunLock:
+def thread_lock(saver: Any, thread_id: str, *, shared: ProcessLocks | None = None) -> RunLock:
     """The process-wide lock of one thread in one checkpointer (alive while someone holds or waits on it).
 
-    Savers on one shared store (two ``sqlite_saver`` objects on one file) share it: the key is the store's.
+    With ``shared`` (the saver's cross-process locks), savers on one store (two ``sqlite_saver`` objects on
+    one file) share it: the key is the store's.
     """
-    shared = process_locks(saver)
     key = (shared.key if shared is not None else id(saver), thread_id)
     with _LOCKS_MUTEX:
         lock = _LOCKS.get(key)
@@ -170,14 +170,17 @@ def _busy(thread_id: str, shared: ProcessLocks, started: float) -> ThreadBusyErr
 
 
 @contextlib.contextmanager
-def hold_thread(saver: Any, thread_id: str) -> Iterator[None]:
+def hold_thread(saver: Any, thread_id: str, *, across_processes: bool = True) -> Iterator[None]:
     """Hold the thread for a sync run: this process's lock, then the saver's cross-process one (if any).
+
+    ``across_processes=False`` (durable sessions, which serialise turns with a lease and may take a session
+    over from a process that still runs): this process's lock only.
 
     Raises:
         ThreadBusyError: another process kept the thread past the saver's ``run_lock_timeout``.
     """
-    with thread_lock(saver, thread_id).hold():
-        shared = process_locks(saver)
+    shared = process_locks(saver) if across_processes else None
+    with thread_lock(saver, thread_id, shared=shared).hold():
         if shared is None:
             yield
             return
@@ -191,10 +194,10 @@ def hold_thread(saver: Any, thread_id: str) -> Iterator[None]:
 
 
 @contextlib.asynccontextmanager
-async def ahold_thread(saver: Any, thread_id: str) -> AsyncIterator[None]:
+async def ahold_thread(saver: Any, thread_id: str, *, across_processes: bool = True) -> AsyncIterator[None]:
     """Async twin of `hold_thread`."""
-    async with thread_lock(saver, thread_id).ahold():
-        shared = process_locks(saver)
+    shared = process_locks(saver) if across_processes else None
+    async with thread_lock(saver, thread_id, shared=shared).ahold():
         if shared is None:
             yield
             return

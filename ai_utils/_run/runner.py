@@ -242,13 +242,25 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
 
     def _hold(self, config: RunnableConfig) -> contextlib.AbstractContextManager[Any]:
         thread_id = self._thread(config)
-        return hold_thread(self.checkpointer, thread_id) if thread_id is not None else contextlib.nullcontext()
+        if thread_id is None:
+            return contextlib.nullcontext()
+        return hold_thread(self.checkpointer, thread_id, across_processes=self._across_processes)
+
+    @property
+    def _across_processes(self) -> bool:
+        # Durable sessions serialise turns with a lease (and take sessions over from stuck processes).
+        return getattr(self, "sessions", None) is None
 
     @contextlib.asynccontextmanager
     async def _open(self, config: RunnableConfig) -> AsyncIterator[tuple[Graph, RunnableConfig]]:
         """The graph and config for one async run, the thread's lock held; with MCP servers, their sessions open."""
         thread_id = self._thread(config)
-        async with ahold_thread(self.checkpointer, thread_id) if thread_id is not None else contextlib.nullcontext():
+        held = (
+            ahold_thread(self.checkpointer, thread_id, across_processes=self._across_processes)
+            if thread_id is not None
+            else contextlib.nullcontext()
+        )
+        async with held:
             if self._graph is not None:
                 yield self._run_graph(config), config
                 return
