@@ -49,15 +49,32 @@ def wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
 
 
 def two_writers(backend: str, tmp_path: Path) -> list[dict[str, Any]]:
-    """Two processes, ``TURNS`` turns each on thread ``shared``, started together."""
+    """Two processes, ``TURNS`` turns each on thread ``shared``, started together once both are ready."""
     start = tmp_path / "start"
-    procs = [
-        spawn(backend=backend, thread="shared", worker=worker, turns=TURNS, start_file=str(start))
+    procs = {
+        worker: spawn(
+            backend=backend,
+            thread="shared",
+            worker=worker,
+            turns=TURNS,
+            start_file=str(start),
+            ready_file=str(tmp_path / f"ready-{worker}"),
+        )  # fmt: skip
         for worker in ("a", "b")
-    ]
-    time.sleep(0.5)  # both are importing; the start file releases them together
+    }
+    for worker, proc in procs.items():
+        wait_for(tmp_path / f"ready-{worker}", proc)
     start.write_text("go")
-    return [result(proc) for proc in procs]
+    results = [result(proc) for proc in procs.values()]
+    first, second = ([tuple(t) for t in r["turns"]] for r in results)
+    assert first[0][0] < second[-1][1] and second[0][0] < first[-1][1]  # the two processes ran at the same time
+    return results
+
+
+def disjoint(results: list[dict[str, Any]]) -> bool:
+    """Whether no two model calls (each inside its run) of the processes ran at the same time."""
+    turns = sorted(tuple(t) for r in results for t in r["model_calls"])
+    return all(end <= next_start for (_, end), (next_start, _) in zip(turns, turns[1:], strict=False))
 
 
 def conversation(saver: Any) -> list[tuple[str, str]]:
@@ -81,7 +98,8 @@ def test_the_attack_two_processes_on_a_plain_langgraph_sqlite_saver_lose_message
     assert all(r["errors"] == [] for r in results)  # no error anywhere ...
     with sqlite_saver(db) as saver:
         humans = [text for kind, text in conversation(saver) if kind == "HumanMessage"]
-    assert len(humans) < 2 * TURNS  # ... and yet user messages vanished
+    assert not disjoint(results)  # turns of the two processes overlapped ...
+    assert len(humans) < 2 * TURNS  # ... and user messages vanished
 
 
 def test_two_processes_on_one_sqlite_saver_thread_keep_all_twenty_messages(tmp_path: Path) -> None:
@@ -92,6 +110,7 @@ def test_two_processes_on_one_sqlite_saver_thread_keep_all_twenty_messages(tmp_p
     assert [len(r["answers"]) for r in results] == [TURNS, TURNS]
     with sqlite_saver(db) as saver:
         assert_every_turn_kept(conversation(saver))
+    assert disjoint(results)  # each run waited for the other process's run
 
 
 def test_two_processes_on_one_postgres_saver_thread_keep_all_twenty_messages(postgres_db: str, tmp_path: Path) -> None:
@@ -100,6 +119,7 @@ def test_two_processes_on_one_postgres_saver_thread_keep_all_twenty_messages(pos
     assert [r["errors"] for r in results] == [[], []]
     with postgres_saver(postgres_db) as saver:
         assert_every_turn_kept(conversation(saver))
+    assert disjoint(results)
 
 
 @pytest.fixture
