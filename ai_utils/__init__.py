@@ -76,6 +76,7 @@ _LAZY: dict[str, str] = {
     "NoopAuditSink": "ai_utils.gateway",
     "NoopFeedbackSink": "ai_utils.gateway",
     "NoulAnswer": "ai_utils.jev",
+    "OpenTelemetryCallbackHandler": "ai_utils.otel",
     "PolicyDecision": "ai_utils.gateway",
     "ProviderError": "ai_utils.exceptions",
     "Questions": "ai_utils.jev",
@@ -305,6 +306,7 @@ if TYPE_CHECKING:
         sqlite_saver,
     )
     from ai_utils.modalities import GeneratedImage, agenerate_images, avision, generate_images, vision
+    from ai_utils.otel import OpenTelemetryCallbackHandler
     from ai_utils.rag import (
         FaissVectorStore,
         MemoryVectorStore,
@@ -418,6 +420,7 @@ __all__ = [
     "NoopAuditSink",
     "NoopFeedbackSink",
     "NoulAnswer",
+    "OpenTelemetryCallbackHandler",
     "PolicyDecision",
     "ProviderError",
     "Questions",
