@@ -7,12 +7,17 @@
 - `TASKS_CHANNEL`: the channel pending ``Send`` tasks are written to.
 - `quiet_tool_runtime` / `quiet_tool_schema`: pydantic never checks an injected `ToolRuntime`'s ``context`` against
   a type, so its warnings never quote the context (the one change to a dependency's class we make; see why there).
+- `store_cursor` / `store_prefix`: a cursor on a `PostgresStore` / `SqliteStore`'s own connection and the text
+  their ``store`` table keys a namespace by (their private ``_cursor`` and ``_namespace_to_text``), for the one
+  conditional ``UPDATE`` `BaseStore` has no operation for (``ai_utils.recall._claims``).
 """
 
 from __future__ import annotations
 
+import importlib
 import threading
 import weakref
+from contextlib import AbstractContextManager
 from typing import Any
 
 from langgraph._internal._runnable import RunnableCallable
@@ -28,6 +33,8 @@ __all__ = [
     "messages_delta_reducer",
     "quiet_tool_runtime",
     "quiet_tool_schema",
+    "store_cursor",
+    "store_prefix",
 ]
 
 # Kept as a literal (`langgraph._internal._constants.TASKS`) so reading it costs no private import at run time.
@@ -83,3 +90,16 @@ def _checks_context(node: Any) -> bool:
     if isinstance(node, list):
         return any(_checks_context(value) for value in node)
     return False
+
+
+def store_cursor(store: Any) -> AbstractContextManager[Any]:
+    """A cursor on a `PostgresStore` / `SqliteStore`'s connection (their ``_cursor()``; SQLite's in a transaction)."""
+    cursor: AbstractContextManager[Any] = store._cursor()
+    return cursor
+
+
+def store_prefix(store: Any, namespace: tuple[str, ...]) -> str:
+    """The ``prefix`` column value a `PostgresStore` / `SqliteStore` keeps ``namespace`` under."""
+    module = importlib.import_module(type(store).__module__)
+    prefix: str = module._namespace_to_text(namespace)
+    return prefix
