@@ -12,9 +12,10 @@ A span's parent is the nearest recorded ancestor, found through the ``parent_run
 different tasks, which breaks detach and splits traces). The outermost run takes the ambient context once, so an
 application's request span is its parent. Interrupts (`GraphBubbleUp`) end a span without error, with an
 ``interrupt`` event carrying ids only. Content (messages, tool arguments and results) goes out only with
-``capture_content``, through `_content`, the one gate; the run's ``context`` never (it is not in callback
-arguments, and exception messages, which may quote anything, are never recorded: the error type is). A bounded
-run map: runs left open when their outermost run ends are ended with it, and at most `MAX_RUNS` are kept.
+``capture_content``, through `_content`, the one gate, which redacts the secrets in it; the run's ``context``
+never (it is not in callback arguments, and exception messages, which may quote anything, are never recorded:
+the error type is). A bounded run map: runs left open when their outermost run ends are ended with it, and at
+most `MAX_RUNS` are kept.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from langgraph.callbacks import GraphCallbackHandler, GraphInterruptEvent
 from langgraph.errors import GraphBubbleUp
 
 from ai_utils._optional import missing_extra
+from ai_utils._secrets import redact_secrets
 from ai_utils.otel import _attributes as attrs
 
 try:
@@ -192,9 +194,13 @@ class OpenTelemetryCallbackHandler(GraphCallbackHandler):
         span.end()
 
     def _content(self, span: Span, name: str, value: Callable[[], str]) -> None:
-        """The one gate for content: message text, tool arguments and results go out only when asked for."""
+        """The one gate for content: message text, tool arguments and results go out only when asked for.
+
+        Even then a secret in them (an API key a user pasted, a token a tool echoed) goes out redacted, with the
+        shapes guardrails redact (`ai_utils._secrets`): traces are kept and shared more widely than the run.
+        """
         if self.capture_content:
-            span.set_attribute(name, value())
+            span.set_attribute(name, redact_secrets(value())[0])
 
     # --- chains: agent runs ---------------------------------------------------------------------------------
 

@@ -184,21 +184,22 @@ def test_the_ambient_span_is_the_agent_runs_parent(spans: Spans) -> None:
     assert root.context.trace_id == request.get_span_context().trace_id
 
 
-@pytest.mark.parametrize("failing", ["raises", "reports"])
+@pytest.mark.parametrize("failing", ["raises", "to_model", "reports"])
 def test_a_failing_tool_ends_its_span_with_error_status(spans: Spans, failing: str) -> None:
-    name = "explode" if failing == "raises" else "refuse"
+    name = "refuse" if failing == "reports" else "explode"
     model = FakeChatModel([{"tool_calls": [{"name": name, "args": {"query": "q"}}]}, "Sorry."])
-    agent = Agent(llm=model, tools=[explode, refuse], tracer_provider=spans.provider)
+    tool_errors = "raise" if failing == "raises" else "model"
+    agent = Agent(llm=model, tools=[explode, refuse], tracer_provider=spans.provider, tool_errors=tool_errors)
 
-    if failing == "raises":  # the exception reaches the run
+    if failing == "raises":  # tool_errors="raise": the exception reaches the run
         with pytest.raises(ValueError, match="cannot use"):
             agent.invoke("go")
-    else:  # the failure goes to the model as ToolMessage(status="error")
+    else:  # the failure goes to the model as a ToolMessage (an exception by default, a ToolException as such)
         assert agent.invoke("go") == "Sorry."
 
     tool_span = spans.one(f"execute_tool {name}")
     assert tool_span.status.status_code == StatusCode.ERROR
-    expected = "ValueError" if failing == "raises" else "tool_error"
+    expected = "tool_error" if failing == "reports" else "ValueError"
     assert (tool_span.attributes or {})["error.type"] == expected
     assert tool_span.status.description == expected  # the type, never the message
     root = spans.one("invoke_agent Agent")
@@ -256,16 +257,46 @@ def test_content_is_recorded_only_with_capture_content(spans: Spans) -> None:
     assert tool_attributes["gen_ai.tool.call.result"] == "5"
 
 
+PASTED_KEY = "sk-proj-A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6"
+
+
+@tool
+def remember(note: str) -> str:
+    """Store a note (and echo it back)."""
+    return f"stored: {note}"
+
+
+def test_captured_content_carries_secrets_only_redacted(spans: Spans) -> None:
+    instrument(spans.provider, capture_content=True)
+    model = FakeChatModel([{"tool_calls": [{"name": "remember", "args": {"note": PASTED_KEY}}]}, "Noted."])
+    agent = Agent(llm=model, tools=[remember], checkpointer=InMemorySaver())
+
+    assert agent.invoke(f"Remember my key {PASTED_KEY} please", thread_id="t") == "Noted."
+
+    assert PASTED_KEY not in spans.text()
+    sent = json.loads(str(spans.named("chat fake-chat-model")[0].attributes["gen_ai.input.messages"]))  # type: ignore[index]
+    assert sent[0]["parts"][0]["content"] == "Remember my key [REDACTED:openai_api_key] please"
+    tool_attributes = spans.one("execute_tool remember").attributes or {}
+    assert json.loads(str(tool_attributes["gen_ai.tool.call.arguments"])) == {"note": "[REDACTED:openai_api_key]"}
+    assert tool_attributes["gen_ai.tool.call.result"] == "stored: [REDACTED:openai_api_key]"
+    # The run itself is untouched: the tool got the real value (redaction is for the trace only).
+    state = agent.graph.get_state({"configurable": {"thread_id": "t"}})
+    assert any(PASTED_KEY in str(m.content) for m in state.values["messages"])
+
+
 @pytest.mark.parametrize("capture_content", [False, True])
 def test_the_context_never_reaches_a_span(spans: Spans, capture_content: bool) -> None:
     instrument(spans.provider, capture_content=capture_content)
     model = FakeChatModel(
-        [{"tool_calls": [{"name": "whoami", "args": {"query": "me"}}, {"name": "explode", "args": {"query": "x"}}]}]
+        [
+            {"tool_calls": [{"name": "whoami", "args": {"query": "me"}}, {"name": "explode", "args": {"query": "x"}}]},
+            "Done.",
+        ]
     )
     agent = Agent(llm=model, tools=[whoami, explode], context_schema=Secrets, checkpointer=InMemorySaver())
 
-    with pytest.raises(ValueError):
-        agent.invoke("Who am I?", thread_id="t", context=Secrets(api_token=SENTINEL))
+    # explode's error (quoting the secret) goes to the model, as tool errors do by default.
+    assert agent.invoke("Who am I?", thread_id="t", context=Secrets(api_token=SENTINEL)) == "Done."
 
     assert spans.named("execute_tool whoami") and spans.named("execute_tool explode")
     assert SENTINEL not in spans.text()
