@@ -132,9 +132,12 @@ class SyncStack(ThreadStack):
         if kind == "runnable":
             self.sync = lambda prompt: agent.invoke(prompt, thread_id=THREAD)
         else:  # the body Agent.invoke had before it was a Runnable: one RunCall into the shared run path
-            self.sync = lambda prompt: agent._result(
-                agent._invoke(RunCall.of("Agent", "invoke", prompt, {"thread_id": THREAD})), None
-            )
+            self.sync = lambda prompt: self._direct(agent, prompt)
+
+    @staticmethod
+    def _direct(agent: Agent[str], prompt: str) -> Any:
+        call = RunCall.of("Agent", "invoke", prompt, {"thread_id": THREAD})
+        return agent._answer(call, agent._result(agent._invoke(call), None), False)
 
     def sync_turn(self, prompt: str) -> Any:
         return lambda: self.sync(prompt)
