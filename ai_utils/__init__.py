@@ -88,6 +88,7 @@ _LAZY: dict[str, str] = {
     "NoopAuditSink": "ai_utils.gateway",
     "NoopFeedbackSink": "ai_utils.gateway",
     "NoulAnswer": "ai_utils.jev",
+    "OpenTelemetryCallbackHandler": "ai_utils.otel",
     "PolicyDecision": "ai_utils.gateway",
     "ProviderError": "ai_utils.exceptions",
     "Questions": "ai_utils.jev",
@@ -106,6 +107,7 @@ _LAZY: dict[str, str] = {
     "SupabaseVectorStore": "ai_utils.rag",
     "SupabaseVectorStoreError": "ai_utils.rag",
     "TavilySearch": "ai_utils.tools.tavily",
+    "ThreadBusyError": "ai_utils.exceptions",
     "ToolRegistry": "ai_utils.tools",
     "ToolResult": "ai_utils.tools",
     "Turn": "ai_utils.sessions",
@@ -269,6 +271,7 @@ if TYPE_CHECKING:
         ModelProfileError,
         ProviderError,
         SessionFencedError,
+        ThreadBusyError,
         UserError,
     )
     from ai_utils.gateway import (
@@ -366,6 +369,7 @@ if TYPE_CHECKING:
         sqlite_saver,
     )
     from ai_utils.modalities import GeneratedImage, agenerate_images, avision, generate_images, vision
+    from ai_utils.otel import OpenTelemetryCallbackHandler
     from ai_utils.rag import (
         FaissVectorStore,
         MemoryVectorStore,
@@ -520,6 +524,7 @@ __all__ = [
     "NoopAuditSink",
     "NoopFeedbackSink",
     "NoulAnswer",
+    "OpenTelemetryCallbackHandler",
     "PolicyDecision",
     "ProviderError",
     "Questions",
@@ -538,6 +543,7 @@ __all__ = [
     "SupabaseVectorStore",
     "SupabaseVectorStoreError",
     "TavilySearch",
+    "ThreadBusyError",
     "ToolRegistry",
     "ToolResult",
     "Turn",

@@ -17,6 +17,7 @@ AiUtilsError(Exception)              # root: `except ai_utils.AiUtilsError` catc
 ├── FeedbackValidationError          # ai_utils.gateway (also ValueError)
 ├── SessionFencedError               # ai_utils.sessions: this process lost the session's lease; .session_id
 ├── MessageIdInUseError (UserError)  # ai_utils.sessions: a message id names another input; .code
+├── ThreadBusyError (UserError)      # another process ran a turn on the thread past run_lock_timeout; .thread_id
 ├── LoopDefinitionError              # ai_utils.loops: a bad loop definition, found at define_loop; .step_key
 ├── LoopError                        # ai_utils.loops: a run fault (missing binding, no transition); .step_key, .path
 │   └── LoopPermissionDeniedError    #   a tool_step's call was denied (rule or human); .rule_id, .tool
@@ -43,6 +44,7 @@ __all__ = [
     "ModelProfileError",
     "ProviderError",
     "SessionFencedError",
+    "ThreadBusyError",
     "UserError",
 ]
 
@@ -141,6 +143,23 @@ class MessageIdInUseError(UserError):
     def __init__(self, message: str, *, message_id: str) -> None:
         super().__init__(message)
         self.message_id = message_id
+
+
+class ThreadBusyError(UserError):
+    """Another process kept running a turn on this thread of a shared checkpointer past ``run_lock_timeout``.
+
+    Raised before the run starts: nothing of this call ran or was stored. Retry later, or serve the
+    conversation with durable sessions, which queue the turns of one conversation across processes.
+
+    Attributes:
+        thread_id: the busy thread.
+        waited: how long the run waited, in seconds.
+    """
+
+    def __init__(self, message: str, *, thread_id: str, waited: float) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.waited = waited
 
 
 class LoopDefinitionError(UserError):

@@ -5,6 +5,10 @@ from the same pre-filled thread: the saver is restored (untimed) to a copy taken
 built turn by turn, so a thread of H messages stays H messages for every sample. Our Agent keeps its
 defaults (messages on a `DeltaChannel`, ``durability="sync"``); the anchor is plain ``create_agent``
 (default state and durability). Report-only rows split the difference into those two choices.
+
+Two rows of SPEC §20: ``Agent.invoke`` as a LangChain `Runnable` (its public shell: the sync-in-a-loop
+check, ``config``) against the run path it calls, which is what ``invoke`` was before (target 1.02); and the
+same turn with ``ai_utils.otel.instrument()`` on (spans to an in-memory exporter) against it off (target 1.05).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from langchain_core.tools import tool
 from langgraph.types import Durability
 
 from ai_utils import Agent, durable_tool
+from ai_utils._run.calls import RunCall
 from ai_utils._run.state import AgentState
 from ai_utils.testing import FunctionChatModel
 
@@ -117,6 +122,60 @@ def stack(kind: str, history: int) -> Stack:
     return Stack(kind, history)
 
 
+class SyncStack(ThreadStack):
+    """``Agent.invoke`` (sync) through its public Runnable shell (``runnable``) or straight into its run path."""
+
+    def __init__(self, kind: str, history: int) -> None:
+        super().__init__(history)
+        agent = Agent(llm=self.model, tools=[add], checkpointer=self.saver)
+        self.run = lambda prompt: agent.ainvoke(prompt, thread_id=THREAD)  # fills the thread (untimed)
+        if kind == "runnable":
+            self.sync = lambda prompt: agent.invoke(prompt, thread_id=THREAD)
+        else:  # the body Agent.invoke had before it was a Runnable: one RunCall into the shared run path
+            self.sync = lambda prompt: self._direct(agent, prompt)
+
+    @staticmethod
+    def _direct(agent: Agent[str], prompt: str) -> Any:
+        call = RunCall.of("Agent", "invoke", prompt, {"thread_id": THREAD})
+        return agent._answer(call, agent._result(agent._invoke(call), None), False)
+
+    def sync_turn(self, prompt: str) -> Any:
+        return lambda: self.sync(prompt)
+
+
+def _otel_metric() -> Metric:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ai_utils.otel import instrument, uninstrument
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    plain = stack("ours", 10)
+
+    async def traced_setup() -> None:
+        await plain.reset()
+        exporter.clear()
+        instrument(provider)
+
+    async def plain_setup() -> None:
+        uninstrument()
+        await plain.reset()
+
+    return Metric(
+        "Agent.ainvoke with otel.instrument() / without (steps=0, H=10)",
+        plain.turn(PLAIN_PROMPT),
+        plain.turn(PLAIN_PROMPT),
+        1.05,
+        note="same Agent and thread; ours: instrument(TracerProvider + SimpleSpanProcessor(InMemorySpanExporter)), "
+        "2 spans per turn (invoke_agent, chat); anchor: uninstrumented.",
+        ours_setup=traced_setup,
+        anchor_setup=plain_setup,
+    )
+
+
 def _slope(session: Session) -> tuple[float, float]:
     names = {"ours": "ours", "anchor": "raw"}
     samples: dict[str, Any] = {}
@@ -139,6 +198,21 @@ def _guard(session: Session) -> tuple[float, float]:
 
 def metrics() -> list[Metric]:
     out: list[Metric] = []
+    for steps, prompt in ((0, PLAIN_PROMPT), (1, TOOL_PROMPT)):
+        runnable, core = SyncStack("runnable", 10), SyncStack("core", 10)
+        out.append(
+            Metric(
+                f"Agent.invoke (Runnable shell) / its run path (sync, steps={steps}, H=10)",
+                runnable.sync_turn(prompt),
+                core.sync_turn(prompt),
+                1.02,
+                note="same Agent setup on two threads; ours: the public `invoke(input, config=None, **options)`; "
+                "anchor: `_invoke(RunCall.of(...))`, the body `invoke` had before the wrappers became Runnables.",
+                ours_setup=runnable.reset,
+                anchor_setup=core.reset,
+            )
+        )
+    out.append(_otel_metric())
     for steps, prompt in ((0, PLAIN_PROMPT), (1, TOOL_PROMPT)):
         for h in (10, 100):
             out.append(

@@ -7,6 +7,7 @@ adapter to update, instead of a confusing error deep inside a run.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import inspect
 from collections.abc import Callable
@@ -17,6 +18,8 @@ import anyio
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from langgraph.prebuilt.tool_node import ToolRuntime
 
 from ai_utils.testing import FakeChatModel
 
@@ -74,6 +77,27 @@ def test_langgraph_private_names_keep_their_shape() -> None:
     restored = channel.from_checkpoint(adapter.DeltaSnapshot([HumanMessage("a", id="1")]))
     restored.update([[AIMessage("b", id="2")]])
     assert [m.content for m in restored.get()] == ["a", "b"]
+
+
+def test_tool_runtime_context_is_a_dataclass_field_pydantic_types_from_it() -> None:
+    adapter = _adapter("langgraph", "ai_utils._compat.langgraph")
+    adapter.quiet_tool_runtime()
+    if "context" not in {f.name for f in dataclasses.fields(ToolRuntime)}:
+        _fail("langgraph", "ToolRuntime.context (no longer a dataclass field)", LANGGRAPH)
+    if "__get_pydantic_core_schema__" in ToolRuntime.__dict__:
+        _fail("langgraph", "ToolRuntime's pydantic schema (it now defines its own)", LANGGRAPH)
+
+    @tool
+    def reads(query: str, runtime: ToolRuntime[None, dict[str, Any]]) -> str:
+        """Reads the runtime."""
+        return query
+
+    schema = reads.args_schema
+    assert isinstance(schema, type)
+    runtime = schema.__pydantic_core_schema__["schema"]["fields"]["runtime"]["schema"]  # a dataclass schema
+    context = next(f for f in runtime["schema"]["fields"] if f["name"] == "context")
+    if context["schema"]["type"] != "any":
+        _fail("pydantic", f"the schema of a generic dataclass field ({context['schema']['type']})", LANGGRAPH)
 
 
 def test_sql_store_cursor_and_prefix_privates_keep_their_shape() -> None:

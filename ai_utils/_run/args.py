@@ -10,11 +10,11 @@ import difflib
 import inspect
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import merge_configs
+from langchain_core.runnables.config import DEFAULT_RECURSION_LIMIT, merge_configs
 
 from ai_utils.exceptions import UserError
 
@@ -118,12 +118,16 @@ def merge_run_config(ours: RunnableConfig, config: RunnableConfig | None) -> Run
 
     Tags, metadata, callbacks and ``configurable`` extras are combined; the caller's ``run_name``,
     ``recursion_limit`` and other keys win; our ``thread_id`` (the ``thread_id=`` argument) wins over one in
-    ``config["configurable"]``.
+    ``config["configurable"]``. A ``recursion_limit`` of LangChain's default (25) counts as unset: every config
+    that passed through a `Runnable` (``prompt | agent``, ``with_retry``, ``batch``) carries it, and it would cut
+    an agent short after about 12 tool rounds.
     """
     if not config:
         return ours
     if not isinstance(config, Mapping):
         raise UserError(f"`config` must be a LangChain RunnableConfig mapping, got {config!r}.")
+    if config.get("recursion_limit") == DEFAULT_RECURSION_LIMIT:
+        config = cast("RunnableConfig", {k: v for k, v in config.items() if k != "recursion_limit"})
     merged = merge_configs(ours, config)
     thread_id = (ours.get("configurable") or {}).get("thread_id")
     if thread_id is not None:
@@ -131,12 +135,26 @@ def merge_run_config(ours: RunnableConfig, config: RunnableConfig | None) -> Run
     return merged
 
 
-def config_thread_id(thread_id: str | None, config: RunnableConfig | None) -> str | None:
-    """``thread_id``, else the one in ``config["configurable"]`` (LangChain's way of naming the thread)."""
-    if thread_id is not None or not isinstance(config, Mapping):
+def config_thread_id(thread_id: str | None, config: RunnableConfig | None, *, owner: str = "") -> str | None:
+    """``thread_id``, else the one in ``config["configurable"]`` (LangChain's way of naming the thread).
+
+    Raises:
+        UserError: both name a thread and they differ (which one was meant would be a guess).
+    """
+    if not isinstance(config, Mapping):
         return thread_id
     value = (config.get("configurable") or {}).get("thread_id")
-    return value if value is None else str(value)
+    if value is None:
+        return thread_id
+    if thread_id is None:
+        return str(value)
+    if str(value) != str(thread_id):
+        where = f"{owner}: " if owner else ""
+        raise UserError(
+            f"{where}`thread_id={thread_id!r}` and `config['configurable']['thread_id']={value!r}` name different "
+            "threads; pass the thread once (as `thread_id=` or in the config), or the same id in both."
+        )
+    return thread_id
 
 
 def warn_unstored_thread(owner: Any, thread_id: str | None) -> None:

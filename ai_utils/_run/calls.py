@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypeVar
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, GraphOutput, StateSnapshot
@@ -35,6 +36,7 @@ __all__ = [
     "Interrupt",
     "ModelT",
     "RunCall",
+    "RunInput",
     "RunOptions",
     "RunResult",
     "StreamOptions",
@@ -60,6 +62,8 @@ RECURSION_LIMIT = 200
 Decisions = Sequence[Decision] | Mapping[str, Decision]
 Graph = CompiledStateGraph[Any, Any, Any, Any]
 Interrupt = InterruptEvent | InterruptBatch
+RunInput = str | BaseMessage | list[BaseMessage] | PromptValue | None
+"""What a run takes: a message (a str, messages or a prompt value), or ``None`` to resume or continue."""
 RunResult = str | BaseModel | Interrupt
 """What a run returns before the wrapper types it: the text, the ``output`` instance, or the interrupt chunk."""
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -80,9 +84,6 @@ class RunOptions(TypedDict, total=False):
     """One answer per pending item (a list in order, or a mapping by item id)."""
     callbacks: Sequence[BaseCallbackHandler]
     """LangChain callback handlers for this run only (added to the agent's ``callbacks``)."""
-    config: RunnableConfig | None
-    """A LangChain ``RunnableConfig`` (tags, metadata, run_name, callbacks, recursion_limit, configurable
-    extras), merged with ours."""
     allowed_tools: Sequence[str] | None
     """Only these tools (by name) for this run: the model is offered no other, a call to another is refused."""
     trace_id: str | None
@@ -142,14 +143,19 @@ class RunCall:
     """What the run does (filled in as it runs; ``details=True`` reads it)."""
 
     @classmethod
-    def of(cls, owner: str, method: str, input: Any, options: Mapping[str, Any]) -> RunCall:
-        """The call ``owner.method(input, **options)``; `UserError` for an option it does not take."""
+    def of(
+        cls, owner: str, method: str, input: Any, options: Mapping[str, Any], config: RunnableConfig | None = None
+    ) -> RunCall:
+        """The call ``owner.method(input, config, **options)``; `UserError` for an option it does not take.
+
+        ``config`` is a LangChain ``RunnableConfig`` (tags, metadata, run_name, callbacks, recursion_limit,
+        ``configurable`` extras), merged with ours; a ``thread_id`` in both it and the options must agree.
+        """
         known = StreamOptions.__optional_keys__ if method.endswith("stream") else RunOptions.__optional_keys__
         reject_unknown((k for k in options if k not in known), owner=f"{owner}.{method}", known=known, hint="")
-        config = options.get("config")
         return cls(
             input,
-            config_thread_id(options.get("thread_id"), config),
+            config_thread_id(options.get("thread_id"), config, owner=f"{owner}.{method}"),
             options.get("context"),
             options.get("decision"),
             options.get("decisions"),
@@ -275,14 +281,18 @@ def run_config(thread_id: str | None, *, callbacks: Any = None) -> RunnableConfi
 
 
 def start_input(input: Any) -> dict[str, Any]:
-    """A new user turn: a str, one message, or a list of messages."""
+    """A new user turn: a str, one message, a list of messages, or a prompt value (``prompt_template | agent``)."""
     if isinstance(input, str):
         return {"messages": [HumanMessage(input)]}
     if isinstance(input, BaseMessage):
         return {"messages": [input]}
     if isinstance(input, list) and all(isinstance(m, BaseMessage) for m in input):
         return {"messages": list(input)}
-    raise UserError(f"`input` must be a str (or LangChain messages), got {input!r}.")
+    if isinstance(input, PromptValue):
+        return {"messages": input.to_messages()}
+    raise UserError(
+        f"`input` must be a str, LangChain messages or a prompt value (e.g. from a ChatPromptTemplate), got {input!r}."
+    )
 
 
 def resume_command(

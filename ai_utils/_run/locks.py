@@ -1,12 +1,15 @@
-"""One run at a time per (checkpointer, thread) in this process.
+"""One run at a time per (checkpointer, thread): in this process, and across processes where the saver can.
 
 Two runs on one thread at once both read the same checkpoint and the later write wins: messages are lost
-silently. `GraphRunner` therefore holds `thread_lock(saver, thread_id)` for the whole run. The lock is
-shared by sync runs (threads) and async runs (any event loop), and waiters are served in arrival order.
-Across processes this lock does nothing: durable sessions (SPEC §14) serialise turns with a lease.
+silently. `GraphRunner` therefore holds the thread for the whole run (`hold_thread` / `ahold_thread`): first
+`thread_lock(saver, thread_id)`, shared by sync runs (threads) and async runs (any event loop), waiters served
+in arrival order; then, when the saver is shared by processes (``sqlite_saver``, ``postgres_saver``: their
+``run_locks``, see ``ai_utils.memory._runlock``), the thread's cross-process lock, waited for up to the saver's
+``run_lock_timeout``; past it the run fails with `ThreadBusyError` before it starts. Durable sessions (SPEC §14)
+serialise turns with a lease instead, and queue them.
 
-Hand-written because neither `threading.Lock` (blocks an event loop) nor `asyncio.Lock` (bound to one
-loop, not usable from a thread) covers both kinds of caller.
+`RunLock` is hand-written because neither `threading.Lock` (blocks an event loop) nor `asyncio.Lock` (bound to
+one loop, not usable from a thread) covers both kinds of caller.
 """
 
 from __future__ import annotations
@@ -14,12 +17,38 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["RunLock", "thread_lock"]
+from ai_utils.exceptions import ThreadBusyError
+
+__all__ = ["ProcessLocks", "RunLock", "ahold_thread", "hold_thread", "thread_lock"]
+
+
+class ProcessLocks(Protocol):
+    """A saver's locks shared by processes (``saver.run_locks``; ``ai_utils.memory._runlock.RunLocks``)."""
+
+    key: str
+    timeout: float
+
+    def acquire(self, thread_id: str) -> bool:
+        """Wait up to ``timeout`` for the thread's lock; ``False`` when another process kept it."""
+        ...
+
+    async def aacquire(self, thread_id: str) -> bool:
+        """Async twin of `acquire`."""
+        ...
+
+    def unlock(self, thread_id: str) -> None:
+        """Release the thread's lock."""
+        ...
+
+    async def aunlock(self, thread_id: str) -> None:
+        """Async twin of `unlock`."""
+        ...
 
 
 class RunLock:
@@ -104,16 +133,78 @@ class RunLock:
             self.release()
 
 
-_LOCKS: weakref.WeakValueDictionary[tuple[int, str], RunLock] = weakref.WeakValueDictionary()
+_LOCKS: weakref.WeakValueDictionary[tuple[int | str, str], RunLock] = weakref.WeakValueDictionary()
 _LOCKS_MUTEX = threading.Lock()
 
 
-def thread_lock(saver: Any, thread_id: str) -> RunLock:
-    """The process-wide lock of one thread in one checkpointer (alive while someone holds or waits on it)."""
-    key = (id(saver), thread_id)
+def process_locks(saver: Any) -> ProcessLocks | None:
+    """The saver's cross-process run locks (``None`` for a saver private to this process)."""
+    return getattr(saver, "run_locks", None)
+
+
+def thread_lock(saver: Any, thread_id: str, *, shared: ProcessLocks | None = None) -> RunLock:
+    """The process-wide lock of one thread in one checkpointer (alive while someone holds or waits on it).
+
+    With ``shared`` (the saver's cross-process locks), savers on one store (two ``sqlite_saver`` objects on
+    one file) share it: the key is the store's.
+    """
+    key = (shared.key if shared is not None else id(saver), thread_id)
     with _LOCKS_MUTEX:
         lock = _LOCKS.get(key)
         if lock is None:
             lock = RunLock()
             _LOCKS[key] = lock
         return lock
+
+
+def _busy(thread_id: str, shared: ProcessLocks, started: float) -> ThreadBusyError:
+    waited = time.monotonic() - started
+    return ThreadBusyError(
+        f"Thread {thread_id!r} is busy: another process has been running a turn on it for longer than "
+        f"{shared.timeout:g}s (the saver's `run_lock_timeout`); nothing of this call ran. Retry later, or serve "
+        "conversations that several processes share with durable sessions (`Agent(sessions=sqlite_sessions(...))` "
+        "or `postgres_sessions(...)`), which queue each conversation's turns across processes.",
+        thread_id=thread_id,
+        waited=waited,
+    )
+
+
+@contextlib.contextmanager
+def hold_thread(saver: Any, thread_id: str, *, across_processes: bool = True) -> Iterator[None]:
+    """Hold the thread for a sync run: this process's lock, then the saver's cross-process one (if any).
+
+    ``across_processes=False`` (durable sessions, which serialise turns with a lease and may take a session
+    over from a process that still runs): this process's lock only.
+
+    Raises:
+        ThreadBusyError: another process kept the thread past the saver's ``run_lock_timeout``.
+    """
+    shared = process_locks(saver) if across_processes else None
+    with thread_lock(saver, thread_id, shared=shared).hold():
+        if shared is None:
+            yield
+            return
+        started = time.monotonic()
+        if not shared.acquire(thread_id):
+            raise _busy(thread_id, shared, started)
+        try:
+            yield
+        finally:
+            shared.unlock(thread_id)
+
+
+@contextlib.asynccontextmanager
+async def ahold_thread(saver: Any, thread_id: str, *, across_processes: bool = True) -> AsyncIterator[None]:
+    """Async twin of `hold_thread`."""
+    shared = process_locks(saver) if across_processes else None
+    async with thread_lock(saver, thread_id, shared=shared).ahold():
+        if shared is None:
+            yield
+            return
+        started = time.monotonic()
+        if not await shared.aacquire(thread_id):
+            raise _busy(thread_id, shared, started)
+        try:
+            yield
+        finally:
+            await shared.aunlock(thread_id)

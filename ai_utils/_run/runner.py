@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, Generic, Literal, cast, overload
+from typing import Any, Generic, Literal, Union, cast, overload
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.graph import Graph as DrawableGraph
 from langchain_core.tools import BaseTool
 from langgraph.types import Durability, StateSnapshot
 from pydantic import BaseModel
@@ -31,6 +32,7 @@ from ai_utils._run.calls import (
     InputGuard,
     Interrupt,
     RunCall,
+    RunInput,
     RunOptions,
     RunResult,
     StreamOptions,
@@ -46,11 +48,13 @@ from ai_utils._run.calls import (
 )
 from ai_utils._run.context import check_context
 from ai_utils._run.durable import SessionMethods
-from ai_utils._run.locks import RunLock, thread_lock
+from ai_utils._run.hooks import langsmith_tracing, traced_hooks
+from ai_utils._run.locks import ahold_thread, hold_thread
 from ai_utils._run.record import AgentRun, TraceSink, aemit_trace, bind_record, emit_trace
+from ai_utils._run.runnable import WrapperRunnable, warn_sync_in_loop
 from ai_utils._run.threads import ThreadState
 from ai_utils._utils import iterate_sync, run_sync
-from ai_utils.client import Decision, StreamChunk, is_interrupt
+from ai_utils.client import Decision, InterruptBatch, InterruptEvent, StreamChunk, is_interrupt
 from ai_utils.exceptions import UserError
 from ai_utils.streaming._adapter import ChunkAdapter, aadapt, adapt, stream_kwargs
 from ai_utils.tools._mcp_config import MCPServer
@@ -62,8 +66,13 @@ OutputT = TypeVar("OutputT", covariant=True, default="str | BaseModel")
 """What ``invoke`` answers besides an interrupt (each wrapper binds it through its constructor overloads)."""
 
 
-class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
-    """Base of the graph wrappers: the sync/async run shells around `ai_utils._run.calls`."""
+class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interrupt"], Generic[OutputT]):
+    """Base of the graph wrappers: the sync/async run shells around `ai_utils._run.calls`, as a LangChain `Runnable`.
+
+    The graph's own root run is the wrapper's run in callbacks (``astream_events``, LangSmith): the caller's
+    ``config`` (callbacks, tags, metadata, ``run_id``, ``run_name``) goes to the graph call, so no second run
+    wraps it.
+    """
 
     _owner = "Agent"
     checkpointer: Any
@@ -75,6 +84,9 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
     _graph: Graph | None
     # With MCP servers: the graph of the latest run and the MCP tool signature it was built for.
     _mcp_graph: tuple[Any, Graph] | None = None
+    # For runs LangSmith traces: (the fast graph, its twin with hooks traced for their whole duration).
+    _traced_graph: tuple[Graph, Graph] | None = None
+    _traced_mcp_graph: tuple[Any, Graph] | None = None
     # Tool names in ``interrupt_on``: each must name a tool of the built graph.
     _gated: tuple[str, ...] = ()
     # ``on_trace``: where the run's trace events go (`ai_utils._run.record`).
@@ -104,6 +116,26 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
             )
         return graph
 
+    def _middleware_in_use(self) -> list[Any]:
+        """Every middleware instance `_build` hands the graph factory (for `traced_hooks`)."""
+        return list(getattr(self, "_middleware", ()))
+
+    def _compile_traced(self, tools: Sequence[BaseTool], *, gated: bool = True) -> Graph:
+        """`_compile`, with plain async hooks traced for their whole duration (see ``_run/hooks.py``)."""
+        with traced_hooks(self._middleware_in_use()):
+            return self._compile(tools, gated=gated)
+
+    def _run_graph(self, config: RunnableConfig) -> Graph:
+        """The compiled graph for one run: the fast one, or its traced twin when LangSmith traces the run."""
+        graph = cast("Graph", self._graph)
+        if not langsmith_tracing(config):
+            return graph
+        traced = self._traced_graph
+        if traced is None or traced[0] is not graph:
+            traced = (graph, self._compile_traced(self._tools))
+            self._traced_graph = traced
+        return traced[1]
+
     @property
     def graph(self) -> Graph:
         """The compiled LangGraph graph (with MCP servers: the latest run's, or one without their tools)."""
@@ -113,74 +145,131 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
 
     # --- public run methods -------------------------------------------------------------------------------
 
-    @overload
+    @overload  # type: ignore[override]  # Runnable's **kwargs: Any, narrowed to the typed run options
     def invoke(
-        self, input: Any = None, *, details: Literal[False] = False, **options: Unpack[RunOptions]
+        self,
+        input: RunInput = None,
+        config: RunnableConfig | None = None,
+        *,
+        details: Literal[False] = False,
+        **options: Unpack[RunOptions],
     ) -> OutputT | Interrupt: ...
 
     @overload
     def invoke(
-        self, input: Any = None, *, details: Literal[True], **options: Unpack[RunOptions]
+        self,
+        input: RunInput = None,
+        config: RunnableConfig | None = None,
+        *,
+        details: Literal[True],
+        **options: Unpack[RunOptions],
     ) -> AgentRun[OutputT] | Interrupt: ...
 
     def invoke(
-        self, input: Any = None, *, details: bool = False, **options: Unpack[RunOptions]
+        self,
+        input: RunInput = None,
+        config: RunnableConfig | None = None,
+        *,
+        details: bool = False,
+        **options: Unpack[RunOptions],
     ) -> OutputT | AgentRun[OutputT] | Interrupt:
         """Run one turn (or resume a paused one) to the end.
 
         Args:
-            input: the user's message (a str or LangChain messages); leave it out to answer a pending approval
-                with ``decision``/``decisions``, or to continue a run that stopped (e.g. in a crash).
+            input: the user's message (a str, LangChain messages or a prompt value); leave it out to answer a
+                pending approval with ``decision``/``decisions``, or to continue a run that stopped (e.g. in a
+                crash).
+            config: a LangChain ``RunnableConfig`` (callbacks, tags, metadata, run_name, recursion_limit,
+                ``configurable``), merged with ours; its ``configurable.thread_id`` names the thread too.
             details: return an `AgentRun` (the answer with the run's model calls, usage, model, the actions its
                 tools proposed and its ``trace_id``) instead of the bare answer; an interrupt is still returned
                 as the interrupt.
-            **options: ``thread_id``, ``context``, ``decision``, ``decisions``, ``callbacks``, ``config``,
-                ``allowed_tools``, ``trace_id`` (see `RunOptions`).
+            **options: ``thread_id``, ``context``, ``decision``, ``decisions``, ``callbacks``, ``allowed_tools``,
+                ``trace_id`` (see `RunOptions`).
 
         Returns:
             The answer text, the ``output`` model instance, or an interrupt chunk (``{"kind": "interrupt", ...}``)
             when a tool waits for approval (with ``details=True``: an `AgentRun` instead of the answer).
 
         Raises:
-            UserError: a bad call (input and a decision, no ``thread_id`` with a checkpointer, an unknown option
-                or tool name in ``allowed_tools``).
+            UserError: a bad call (input and a decision, no ``thread_id`` with a checkpointer, a ``thread_id``
+                that differs from the config's, an unknown option or tool name in ``allowed_tools``).
         """
-        call = RunCall.of(self._owner, "invoke", input, options)
+        self._warn_in_loop("invoke")
+        call = RunCall.of(self._owner, "invoke", input, options, config)
         return self._answered(self._answer(call, self._invoke(call), details))
 
-    @overload
+    @overload  # type: ignore[override]  # see invoke
     async def ainvoke(
-        self, input: Any = None, *, details: Literal[False] = False, **options: Unpack[RunOptions]
+        self,
+        input: RunInput = None,
+        config: RunnableConfig | None = None,
+        *,
+        details: Literal[False] = False,
+        **options: Unpack[RunOptions],
     ) -> OutputT | Interrupt: ...
 
     @overload
     async def ainvoke(
-        self, input: Any = None, *, details: Literal[True], **options: Unpack[RunOptions]
+        self,
+        input: RunInput = None,
+        config: RunnableConfig | None = None,
+        *,
+        details: Literal[True],
+        **options: Unpack[RunOptions],
     ) -> AgentRun[OutputT] | Interrupt: ...
 
     async def ainvoke(
-        self, input: Any = None, *, details: bool = False, **options: Unpack[RunOptions]
+        self,
+        input: RunInput = None,
+        config: RunnableConfig | None = None,
+        *,
+        details: bool = False,
+        **options: Unpack[RunOptions],
     ) -> OutputT | AgentRun[OutputT] | Interrupt:
         """Async twin of `invoke`."""
-        call = RunCall.of(self._owner, "ainvoke", input, options)
+        call = RunCall.of(self._owner, "ainvoke", input, options, config)
         result = self._answer(call, await self._ainvoke(call), details)
         await call.record.flush()
         return self._answered(result)
 
-    def stream(self, input: Any = None, **options: Unpack[StreamOptions]) -> Iterator[StreamChunk]:
+    def stream(  # type: ignore[override]  # yields our chunks (ai_utils.client), not answers
+        self, input: RunInput = None, config: RunnableConfig | None = None, **options: Unpack[StreamOptions]
+    ) -> Iterator[StreamChunk]:
         """Run one turn (or resume one) and yield its chunks as they come.
 
         Text ``str``s and, when asked for (``show_tool_calls``, ``show_reasoning``, ``show_subagents``), tool /
         reasoning / subagent events (shapes: `ai_utils.client`); a paused run ends with one interrupt chunk, also
         when a subagent paused; ``get_stream_writer()`` data arrives as ``{"kind": "custom", "data": ...}``.
         Other options as in `invoke` (see `StreamOptions`); the call is checked when iteration starts, so a
-        `UserError` comes from the first ``next()`` (before the first chunk); an unknown option fails at once.
+        `UserError` comes from the first ``next()`` (before the first chunk); an unknown option fails at once. A
+        run started (first ``next()``) on a thread that runs an event loop warns, naming `astream` (iterating in
+        a worker thread, as ``StreamResponse`` does with a sync iterator, is fine).
         """
-        return self._stream(RunCall.of(self._owner, "stream", input, options), chunk_adapter(options))
+        return self._stream(RunCall.of(self._owner, "stream", input, options, config), chunk_adapter(options))
 
-    def astream(self, input: Any = None, **options: Unpack[StreamOptions]) -> AsyncIterator[StreamChunk]:
+    def astream(  # type: ignore[override]  # see stream
+        self, input: RunInput = None, config: RunnableConfig | None = None, **options: Unpack[StreamOptions]
+    ) -> AsyncIterator[StreamChunk]:
         """Async twin of `stream`."""
-        return self._arun_stream(RunCall.of(self._owner, "astream", input, options), chunk_adapter(options))
+        return self._arun_stream(RunCall.of(self._owner, "astream", input, options, config), chunk_adapter(options))
+
+    # --- the Runnable face ----------------------------------------------------------------------------------
+
+    def _warn_in_loop(self, method: str) -> None:
+        # With MCP servers a sync call inside a loop fails anyway (run_sync refuses, naming the async twin).
+        if self._graph is not None:
+            warn_sync_in_loop(self._owner, method, stacklevel=4)
+
+    def _input_type(self) -> Any:
+        return RunInput
+
+    def _output_type(self) -> Any:
+        return Union[self.output or str, InterruptEvent, InterruptBatch]  # noqa: UP007 - built at run time
+
+    def get_graph(self, config: RunnableConfig | None = None) -> DrawableGraph:
+        """The compiled graph's drawable graph (``agent.get_graph().draw_mermaid()``)."""
+        return self.graph.get_graph(config)
 
     def _typed(self, result: RunResult) -> OutputT | Interrupt:
         # The constructor overloads tie OutputT to ``output`` (and ``actions``), which decide what a run returns.
@@ -232,7 +321,10 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
         self, thread_id: str | None, callbacks: Sequence[BaseCallbackHandler], config: RunnableConfig | None = None
     ) -> RunnableConfig:
         handlers = [*self.callbacks, *callbacks]
-        return merge_run_config(run_config(thread_id, callbacks=handlers or None), config)
+        ours = run_config(thread_id, callbacks=handlers or None)
+        if not self.name:
+            ours["run_name"] = self._owner  # the run's name in traces and astream_events (else "LangGraph")
+        return merge_run_config(ours, config)
 
     def _checked_config(self, call: RunCall) -> RunnableConfig:
         """The run's config, once the call is known to be valid (else `UserError`)."""
@@ -251,42 +343,57 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
     def _graph_options(self, call: RunCall) -> dict[str, Any]:
         return {"context": call.context, "durability": self._durability}
 
-    def _lock(self, config: RunnableConfig) -> RunLock | None:
-        """The lock that serialises runs on this thread in this process (``None`` without a checkpointer)."""
+    def _thread(self, config: RunnableConfig) -> str | None:
+        """The run's thread when the wrapper keeps threads (its runs on it are serialised), else ``None``."""
         thread_id = (config.get("configurable") or {}).get("thread_id")
-        if self.checkpointer is None or not isinstance(thread_id, str):
-            return None
-        return thread_lock(self.checkpointer, thread_id)
+        return thread_id if self.checkpointer is not None and isinstance(thread_id, str) else None
 
     def _hold(self, config: RunnableConfig) -> contextlib.AbstractContextManager[Any]:
-        lock = self._lock(config)
-        return lock.hold() if lock is not None else contextlib.nullcontext()
+        thread_id = self._thread(config)
+        if thread_id is None:
+            return contextlib.nullcontext()
+        return hold_thread(self.checkpointer, thread_id, across_processes=self._across_processes)
+
+    @property
+    def _across_processes(self) -> bool:
+        # Durable sessions serialise turns with a lease (and take sessions over from stuck processes).
+        return getattr(self, "sessions", None) is None
 
     @contextlib.asynccontextmanager
     async def _open(self, config: RunnableConfig) -> AsyncIterator[tuple[Graph, RunnableConfig]]:
         """The graph and config for one async run, the thread's lock held; with MCP servers, their sessions open."""
-        lock = self._lock(config)
-        async with lock.ahold() if lock is not None else contextlib.nullcontext():
+        thread_id = self._thread(config)
+        held = (
+            ahold_thread(self.checkpointer, thread_id, across_processes=self._across_processes)
+            if thread_id is not None
+            else contextlib.nullcontext()
+        )
+        async with held:
             if self._graph is not None:
-                yield self._graph, config
+                yield self._run_graph(config), config
                 return
             from ai_utils.tools.mcp import mcp_scope
 
             async with mcp_scope(self._servers) as scope:
-                cached = self._mcp_graph
+                traced = langsmith_tracing(config)
+                cached = self._traced_mcp_graph if traced else self._mcp_graph
                 if cached is not None and cached[0] == scope.signature:
                     graph = cached[1]
                 else:
                     # Built once per distinct tool listing, not per run (deepagents takes 13-19 ms to build a graph).
-                    graph = self._compile([*self._tools, *scope.routed_tools()])
-                    self._mcp_graph = (scope.signature, graph)
+                    tools = [*self._tools, *scope.routed_tools()]
+                    graph = self._compile_traced(tools) if traced else self._compile(tools)
+                    if traced:
+                        self._traced_mcp_graph = (scope.signature, graph)
+                    else:
+                        self._mcp_graph = (scope.signature, graph)
                 yield graph, scope.bind(config)
 
     def _invoke(self, call: RunCall) -> RunResult:
         config = self._checked_config(call)
         if self._graph is None:
             return run_sync(lambda: self._ainvoke(call), what=f"{self._owner}.invoke with MCP servers")
-        graph = self._graph
+        graph = self._run_graph(config)
         check_allowed_tools(graph, call.record, owner=self._owner)
         with self._hold(config):
             state = _continued(call, graph.get_state(config)) if call.input is None else None
@@ -314,13 +421,14 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
 
     def _stream(self, call: RunCall, adapter: ChunkAdapter) -> Iterator[StreamChunk]:
         # Checked on the first next(), not here: StreamResponse then answers a bad call with a 400 JSON body.
+        self._warn_in_loop("stream")
         config = self._checked_config(call)
         if self._graph is None:
             yield from iterate_sync(
                 lambda: self._arun_stream(call, adapter, config), what=f"{self._owner}.stream with MCP servers"
             )
             return
-        graph = self._graph
+        graph = self._run_graph(config)
         check_allowed_tools(graph, call.record, owner=self._owner)
         with self._hold(config):
             state = _continued(call, graph.get_state(config)) if call.input is None else None

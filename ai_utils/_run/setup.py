@@ -47,6 +47,7 @@ from ai_utils.tools._normalize import normalize_tools
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langgraph.types import Checkpointer
+    from opentelemetry.trace import TracerProvider
 
     from ai_utils._run.record import TraceSink
     from ai_utils.tools.registry import ToolRegistry
@@ -68,6 +69,7 @@ class WrapperOptions(TypedDict, total=False):
     context_schema: type[Any] | None
     callbacks: Sequence[BaseCallbackHandler]
     retries: int
+    tracer_provider: TracerProvider | None
     tool_errors: ToolErrors
     parallel_tools: bool
     on_trace: TraceSink | None

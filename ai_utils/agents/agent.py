@@ -8,13 +8,23 @@ from typing import TYPE_CHECKING, Any, Literal, Never, cast, overload
 
 from langchain.agents import create_agent
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.types import Durability
 from pydantic import BaseModel
 from typing_extensions import TypeVar, Unpack
 
 from ai_utils._run.args import check_store, keyword_names, reject_unknown
-from ai_utils._run.calls import Interrupt, ModelT, RunCall, RunOptions, RunResult, StreamOptions, chunk_adapter
+from ai_utils._run.calls import (
+    Interrupt,
+    ModelT,
+    RunCall,
+    RunInput,
+    RunOptions,
+    RunResult,
+    StreamOptions,
+    chunk_adapter,
+)
 from ai_utils._run.hitl import hitl_middleware
 from ai_utils._run.record import AgentRun
 from ai_utils._run.repair import ModelCallRepair
@@ -33,6 +43,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langgraph.store.base import BaseStore
     from langgraph.types import Checkpointer
+    from opentelemetry.trace import TracerProvider
 
     from ai_utils._run.record import TraceSink
     from ai_utils.gateway.actions import ActionRegistry, DirectiveResult
@@ -129,6 +140,8 @@ class Agent(Wrapper[OutputT]):
             ``memory_sessions()``; SPEC §14): ``agent.session()`` then gives conversations whose turns outlive
             the process. It brings its own checkpointer; every tool must declare ``idempotent``
             (`durable_tool`). Sessions belong to the agent's ``name`` (``"default"`` without one).
+        tracer_provider: an OpenTelemetry ``TracerProvider``: this agent's runs emit GenAI spans to it
+            (``invoke_agent``, ``chat``, ``execute_tool``; see `ai_utils.otel`; extra ``otel``).
         modes: a mode router (``KeywordModeRouter(...)``): each turn's user message picks a mode; the model then
             sees only that mode's tools and the mode instruction, a call to another tool is refused, and the turn
             gets at most the mode's ``max_tool_iterations`` tool rounds. ``stream(show_tool_calls=True)`` starts
@@ -195,11 +208,16 @@ class Agent(Wrapper[OutputT]):
         modes: ModeRouter | None = None,
         retries: int = 2,
         sessions: SessionStore | None = None,
+        tracer_provider: TracerProvider | None = None,
         store: BaseStore | None = None,
         context_trust: Literal["enforce", "off"] = "off",
         **unknown: Never,
     ) -> None:
         reject_unknown(unknown, owner="Agent", known=keyword_names(Agent.__init__))
+        if tracer_provider is not None:
+            from ai_utils.otel._instrument import provider_callbacks
+
+            callbacks = [*callbacks, *provider_callbacks(tracer_provider)]
         if actions is not None and output is not None:
             raise UserError(
                 "`actions` reads `!>` directives from the answer text; it cannot be combined with `output`."
@@ -306,13 +324,13 @@ class Agent(Wrapper[OutputT]):
         )
 
     def _call(
-        self, method: str, input: Any, actor: Any, options: Mapping[str, Any]
+        self, method: str, input: Any, actor: Any, options: Mapping[str, Any], config: RunnableConfig | None
     ) -> tuple[RunCall, ActionsRun | None]:
         """The run's `RunCall`; with actions or a prompt function, also its `ActionsRun` (carried in its config)."""
-        call = RunCall.of(self._owner, method, input, options)
+        call = RunCall.of(self._owner, method, input, options, config)
         if self._actions_step is None:
             return call, None
-        run, config = start(actor, options.get("config"), call.record.trace_id)
+        run, config = start(actor, config, call.record.trace_id)
         return dataclasses.replace(call, config=config), run
 
     def _result(self, result: RunResult, run: ActionsRun | None) -> OutputT | Interrupt:
@@ -323,10 +341,11 @@ class Agent(Wrapper[OutputT]):
 
     # --- invoke --------------------------------------------------------------------------------------------
 
-    @overload
+    @overload  # type: ignore[override]  # Runnable's **kwargs: Any, narrowed to the typed run options
     def invoke(
         self,
-        input: Any = None,
+        input: RunInput = None,
+        config: RunnableConfig | None = None,
         *,
         actor: Any = None,
         details: Literal[False] = False,
@@ -335,37 +354,53 @@ class Agent(Wrapper[OutputT]):
 
     @overload
     def invoke(
-        self, input: Any = None, *, actor: Any = None, details: Literal[True], **options: Unpack[RunOptions]
+        self,
+        input: RunInput = None,
+        config: RunnableConfig | None = None,
+        *,
+        actor: Any = None,
+        details: Literal[True],
+        **options: Unpack[RunOptions],
     ) -> AgentRun[OutputT] | Interrupt: ...
 
     def invoke(
-        self, input: Any = None, *, actor: Any = None, details: bool = False, **options: Unpack[RunOptions]
+        self,
+        input: RunInput = None,
+        config: RunnableConfig | None = None,
+        *,
+        actor: Any = None,
+        details: bool = False,
+        **options: Unpack[RunOptions],
     ) -> OutputT | AgentRun[OutputT] | Interrupt:
         """Run one turn (or resume a paused one) to the end.
 
         Args:
-            input: the user's message; leave it out to answer a pending approval with ``decision``/``decisions``
-                (``"approve"``, ``"reject"``, ``{"type": "edit", "args": {...}}``, ...) or to continue a run.
+            input: the user's message (a str, LangChain messages or a prompt value); leave it out to answer a
+                pending approval with ``decision``/``decisions`` (``"approve"``, ``"reject"``,
+                ``{"type": "edit", "args": {...}}``, ...) or to continue a run.
+            config: a LangChain ``RunnableConfig`` (callbacks, tags, metadata, run_name, recursion_limit,
+                ``configurable``) merged with ours; its ``configurable.thread_id`` names the thread too.
             actor: who asked (``Actor`` or mapping); with ``actions``, the policy checks their roles and plan.
             details: return an `AgentRun` (the answer, the last model message, model calls, the actions the
                 tools proposed, summed usage, model, ``trace_id``) instead of the bare answer; an interrupt is
                 still returned as the interrupt.
             **options: ``thread_id`` (required with a checkpointer), ``context`` (never stored), ``decision``,
-                ``decisions``, ``callbacks`` (for this run, added to the agent's), ``config`` (a LangChain
-                ``RunnableConfig`` merged with ours), ``allowed_tools`` (only these tools for this run),
-                ``trace_id`` (the run's id); see `RunOptions`.
+                ``decisions``, ``callbacks`` (for this run, added to the agent's), ``allowed_tools`` (only these
+                tools for this run), ``trace_id`` (the run's id); see `RunOptions`.
 
         Returns:
             The answer text, the ``output`` model instance, a `DirectiveResult` with ``actions``, or an
             interrupt chunk (``{"kind": "interrupt", ...}``) when a tool waits for approval.
         """
-        call, run = self._call("invoke", input, actor, options)
+        self._warn_in_loop("invoke")
+        call, run = self._call("invoke", input, actor, options, config)
         return self._answered(self._answer(call, self._result(self._invoke(call), run), details))
 
-    @overload
+    @overload  # type: ignore[override]  # see invoke
     async def ainvoke(
         self,
-        input: Any = None,
+        input: RunInput = None,
+        config: RunnableConfig | None = None,
         *,
         actor: Any = None,
         details: Literal[False] = False,
@@ -374,20 +409,37 @@ class Agent(Wrapper[OutputT]):
 
     @overload
     async def ainvoke(
-        self, input: Any = None, *, actor: Any = None, details: Literal[True], **options: Unpack[RunOptions]
+        self,
+        input: RunInput = None,
+        config: RunnableConfig | None = None,
+        *,
+        actor: Any = None,
+        details: Literal[True],
+        **options: Unpack[RunOptions],
     ) -> AgentRun[OutputT] | Interrupt: ...
 
     async def ainvoke(
-        self, input: Any = None, *, actor: Any = None, details: bool = False, **options: Unpack[RunOptions]
+        self,
+        input: RunInput = None,
+        config: RunnableConfig | None = None,
+        *,
+        actor: Any = None,
+        details: bool = False,
+        **options: Unpack[RunOptions],
     ) -> OutputT | AgentRun[OutputT] | Interrupt:
         """Async twin of `invoke`."""
-        call, run = self._call("ainvoke", input, actor, options)
+        call, run = self._call("ainvoke", input, actor, options, config)
         result = self._answer(call, self._result(await self._ainvoke(call), run), details)
         await call.record.flush()
         return self._answered(result)
 
-    def stream(
-        self, input: Any = None, *, actor: Any = None, **options: Unpack[StreamOptions]
+    def stream(  # type: ignore[override]  # yields our chunks (ai_utils.client), not answers
+        self,
+        input: RunInput = None,
+        config: RunnableConfig | None = None,
+        *,
+        actor: Any = None,
+        **options: Unpack[StreamOptions],
     ) -> Iterator[StreamChunk]:
         """Run one turn (or resume one) and yield its chunks as they come (see `GraphRunner.stream`).
 
@@ -397,15 +449,29 @@ class Agent(Wrapper[OutputT]):
 
         Args:
             input: as for `invoke`.
+            config: as for `invoke`.
             actor: who asked; with ``actions`` their actions are offered and the policy checks them.
             **options: as for `invoke`, plus ``show_tool_calls``, ``show_reasoning``, ``show_subagents``.
         """
-        call, _ = self._call("stream", input, actor, options)
+        call, _ = self._call("stream", input, actor, options, config)
         return self._stream(call, chunk_adapter(options))
 
-    def astream(
-        self, input: Any = None, *, actor: Any = None, **options: Unpack[StreamOptions]
+    def astream(  # type: ignore[override]  # see stream
+        self,
+        input: RunInput = None,
+        config: RunnableConfig | None = None,
+        *,
+        actor: Any = None,
+        **options: Unpack[StreamOptions],
     ) -> AsyncIterator[StreamChunk]:
         """Async twin of `stream`."""
-        call, _ = self._call("astream", input, actor, options)
+        call, _ = self._call("astream", input, actor, options, config)
         return self._arun_stream(call, chunk_adapter(options))
+
+    def _output_type(self) -> Any:
+        if self.actions is None:
+            return super()._output_type()
+        from ai_utils.client import InterruptBatch, InterruptEvent
+        from ai_utils.gateway.actions import DirectiveResult
+
+        return DirectiveResult | InterruptEvent | InterruptBatch

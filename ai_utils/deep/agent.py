@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langgraph.store.base import BaseStore
     from langgraph.types import Checkpointer
+    from opentelemetry.trace import TracerProvider
 
     from ai_utils._run.record import TraceSink
     from ai_utils.routing.modes import ModeRouter
@@ -121,6 +122,7 @@ class DeepAgent(Wrapper[OutputT]):
         mcp_server: one or more `MCPServer`s, as for `Agent`.
         describe: what the agent is for (metadata only; not sent to the model).
         callbacks: LangChain callback handlers for every run; ``invoke``/``stream`` take more per call.
+        tracer_provider: an OpenTelemetry ``TracerProvider`` for this agent's GenAI spans, as for `Agent`.
         sessions: a durable session store, as for `Agent` (SPEC §14); it replaces ``checkpointer``.
         modes: a mode router, as for `Agent`: per turn only the mode's tools (built-in ones included: list
             ``"read_file"``, ``"write_todos"``, ... in ``allowed_tools`` to keep them) and the mode instruction.
@@ -178,6 +180,7 @@ class DeepAgent(Wrapper[OutputT]):
         modes: ModeRouter | None = None,
         retries: int = 2,
         sessions: SessionStore | None = None,
+        tracer_provider: TracerProvider | None = None,
         context_trust: Literal["enforce", "off"] = "off",
         tool_errors: ToolErrors = "model",
         parallel_tools: bool = True,
@@ -185,6 +188,10 @@ class DeepAgent(Wrapper[OutputT]):
         **unknown: Never,
     ) -> None:
         reject_unknown(unknown, owner="DeepAgent", known=keyword_names(DeepAgent.__init__))
+        if tracer_provider is not None:
+            from ai_utils.otel._instrument import provider_callbacks
+
+            callbacks = [*callbacks, *provider_callbacks(tracer_provider)]
         if backend is not None and (isinstance(backend, type) or not hasattr(backend, "read")):
             raise UserError(
                 f"`backend` must be a backend instance, got {backend!r}. "
@@ -266,26 +273,32 @@ class DeepAgent(Wrapper[OutputT]):
         self._graph = None if self._servers else graph
         self._mcp_graph = None
 
+    def _own_middleware(self) -> list[Any]:
+        return [
+            # The tool loop first among ours: each call takes its place in its reply's order before any of
+            # our middleware may answer it (deepagents' own middleware stay outside it).
+            self._tool_loop,
+            # With sessions the session middleware is the repair step (a ThreadRepair that also steers).
+            *self._repair,
+            *self._trust,
+            *self.middleware,
+            *self._mode_middleware,
+            *self._guards,
+            # Takes deepagents' skills slot by name (its sources also reach the general-purpose subagent).
+            *([self._skills] if self._skills is not None else []),
+        ]
+
+    def _middleware_in_use(self) -> list[Any]:
+        declared = [m for spec in self.subagents or () if isinstance(spec, Mapping) for m in spec.get("middleware", ())]
+        return [*self._own_middleware(), *declared]
+
     def _build(self, tools: Sequence[BaseTool]) -> Graph:
         graph: Graph = create_deep_agent(
             model=self.llm,
             tools=[guard_tool(t) for t in tools],
             system_prompt=self.system_prompt,
             # ThreadRepair has the name of deepagents' PatchToolCallsMiddleware, so it takes that slot.
-            middleware=[
-                TodoListMiddleware(),
-                # The tool loop first among ours: each call takes its place in its reply's order before any of
-                # our middleware may answer it (deepagents' own middleware stay outside it).
-                self._tool_loop,
-                # With sessions the session middleware is the repair step (a ThreadRepair that also steers).
-                *self._repair,
-                *self._trust,
-                *self.middleware,
-                *self._mode_middleware,
-                *self._guards,
-                # Takes deepagents' skills slot by name (its sources also reach the general-purpose subagent).
-                *([self._skills] if self._skills is not None else []),
-            ],
+            middleware=[TodoListMiddleware(), *self._own_middleware()],
             subagents=self.subagents,
             memory=self.agents_md,
             permissions=self.permissions,

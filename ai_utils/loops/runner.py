@@ -19,7 +19,9 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.types import GraphOutput, StateSnapshot
 
+from ai_utils._run.args import config_thread_id, merge_run_config
 from ai_utils._run.calls import Interrupt, run_config
+from ai_utils._run.runnable import WrapperRunnable, warn_sync_in_loop
 from ai_utils.client import Decision, StreamChunk
 from ai_utils.exceptions import LoopDefinitionError, LoopError, LoopPermissionDeniedError, UserError
 from ai_utils.guard._trust import context_trust_middleware
@@ -65,8 +67,11 @@ def _error_type(error: object) -> str:
     return str(error).split("(", 1)[0]
 
 
-class LoopRunner:
+class LoopRunner(WrapperRunnable["LoopResult | Interrupt"]):
     """Runs a governed `Loop`: steps, permissions on every tool call, approvals that survive restarts.
+
+    A LangChain `Runnable` over `invoke`/`stream` (``batch``, ``with_config``, ``with_retry``, ``|``); the
+    thread may also come as ``config["configurable"]["thread_id"]``.
 
     Example:
         ```python
@@ -153,10 +158,25 @@ class LoopRunner:
 
     # --- shared core ----------------------------------------------------------------------------------------
 
-    def _config(self, thread_id: str) -> RunnableConfig:
+    def _config(
+        self, thread_id: str | None, config: RunnableConfig | None = None, method: str = "invoke"
+    ) -> RunnableConfig:
+        thread_id = config_thread_id(thread_id, config, owner=f"LoopRunner.{method}")
         if not isinstance(thread_id, str) or not thread_id:
             raise UserError(f"LoopRunner needs `thread_id` (a non-empty str naming the run), got {thread_id!r}.")
-        return run_config(thread_id, callbacks=self.callbacks or None)
+        return merge_run_config(run_config(thread_id, callbacks=self.callbacks or None), config)
+
+    @staticmethod
+    def _thread(config: RunnableConfig) -> str:
+        return str((config.get("configurable") or {})["thread_id"])
+
+    def _input_type(self) -> Any:
+        return Mapping[str, Any] | None
+
+    def _output_type(self) -> Any:
+        from ai_utils.client import InterruptBatch, InterruptEvent
+
+        return LoopResult | InterruptEvent | InterruptBatch
 
     def _start_input(self, input: Any, thread_id: str) -> dict[str, Any]:
         if not isinstance(input, Mapping):
@@ -218,8 +238,13 @@ class LoopRunner:
 
     # --- invoke ---------------------------------------------------------------------------------------------
 
-    def invoke(
-        self, input: Mapping[str, Any] | None = None, *, thread_id: str, decision: Decision | None = None
+    def invoke(  # type: ignore[override]  # Runnable's **kwargs: Any, narrowed to the loop's options
+        self,
+        input: Mapping[str, Any] | None = None,
+        config: RunnableConfig | None = None,
+        *,
+        thread_id: str | None = None,
+        decision: Decision | None = None,
     ) -> LoopResult | Interrupt:
         """Run the loop from its start, or resume a paused run with ``decision``.
 
@@ -228,7 +253,9 @@ class LoopRunner:
 
         Args:
             input: the caller-seeded context, e.g. ``{"request": {"order_id": "A-1"}}``.
-            thread_id: the run's id (its checkpoint thread).
+            config: a LangChain ``RunnableConfig`` (callbacks, tags, metadata) merged with ours; its
+                ``configurable.thread_id`` may name the run instead of ``thread_id``.
+            thread_id: the run's id (its checkpoint thread); required (here or in ``config``).
             decision: the answer to a pending approval: ``"approve"``/``"reject"`` (or
                 ``{"type": "reject", "message": "why"}``).
 
@@ -241,27 +268,36 @@ class LoopRunner:
             LoopError: a missing ``ctx`` path, no matching transition, an unsafe ``open_url`` URL.
             UserError: bad arguments (no thread id, input and decision together, ...).
         """
-        config = self._config(thread_id)
-        graph_input = self._graph_input(input, thread_id, decision, self.graph.get_state(config))
+        warn_sync_in_loop("LoopRunner", "invoke")
+        config = self._config(thread_id, config)
+        thread = self._thread(config)
+        graph_input = self._graph_input(input, thread, decision, self.graph.get_state(config))
         output: GraphOutput[Any] = self.graph.invoke(graph_input, config, durability="sync", version="v2")
-        return self._outcome(output.value, output.interrupts, thread_id)
+        return self._outcome(output.value, output.interrupts, thread)
 
-    async def ainvoke(
-        self, input: Mapping[str, Any] | None = None, *, thread_id: str, decision: Decision | None = None
+    async def ainvoke(  # type: ignore[override]  # see invoke
+        self,
+        input: Mapping[str, Any] | None = None,
+        config: RunnableConfig | None = None,
+        *,
+        thread_id: str | None = None,
+        decision: Decision | None = None,
     ) -> LoopResult | Interrupt:
         """Async twin of `invoke`."""
-        config = self._config(thread_id)
-        graph_input = self._graph_input(input, thread_id, decision, await self.graph.aget_state(config))
+        config = self._config(thread_id, config, "ainvoke")
+        thread = self._thread(config)
+        graph_input = self._graph_input(input, thread, decision, await self.graph.aget_state(config))
         output: GraphOutput[Any] = await self.graph.ainvoke(graph_input, config, durability="sync", version="v2")
-        return self._outcome(output.value, output.interrupts, thread_id)
+        return self._outcome(output.value, output.interrupts, thread)
 
     # --- stream ---------------------------------------------------------------------------------------------
 
-    def stream(
+    def stream(  # type: ignore[override]  # yields our chunks (ai_utils.client), not results
         self,
         input: Mapping[str, Any] | None = None,
+        config: RunnableConfig | None = None,
         *,
-        thread_id: str,
+        thread_id: str | None = None,
         decision: Decision | None = None,
         show_tool_calls: bool = False,
     ) -> Iterator[StreamChunk]:
@@ -273,12 +309,13 @@ class LoopRunner:
         Raises:
             LoopPermissionDeniedError, LoopError: after the last chunk, when the run failed.
         """
-        config = self._config(thread_id)
-        graph_input = self._graph_input(input, thread_id, decision, self.graph.get_state(config))
+        config = self._config(thread_id, config, "stream")
+        graph_input = self._graph_input(input, self._thread(config), decision, self.graph.get_state(config))
         parts = self.graph.stream(graph_input, config, durability="sync", **stream_kwargs())
         return self._chunks(parts, ChunkAdapter(show_tool_calls=show_tool_calls))
 
     def _chunks(self, parts: Iterator[Any], adapter: ChunkAdapter) -> Iterator[StreamChunk]:
+        warn_sync_in_loop("LoopRunner", "stream")  # where the run happens (a worker thread is fine)
         last: dict[str, Any] = {}
 
         def lifted() -> Iterator[dict[str, Any]]:
@@ -292,17 +329,20 @@ class LoopRunner:
         if last.get("status") == "failed" and last.get("error"):
             _raise_failure(last["error"])
 
-    def astream(
+    def astream(  # type: ignore[override]  # see stream
         self,
         input: Mapping[str, Any] | None = None,
+        config: RunnableConfig | None = None,
         *,
-        thread_id: str,
+        thread_id: str | None = None,
         decision: Decision | None = None,
         show_tool_calls: bool = False,
     ) -> AsyncIterator[StreamChunk]:
         """Async twin of `stream` (the thread's pending approval is read when iteration starts)."""
-        config = self._config(thread_id)
-        return self._achunks(input, thread_id, decision, config, ChunkAdapter(show_tool_calls=show_tool_calls))
+        config = self._config(thread_id, config, "astream")
+        return self._achunks(
+            input, self._thread(config), decision, config, ChunkAdapter(show_tool_calls=show_tool_calls)
+        )
 
     async def _achunks(
         self,

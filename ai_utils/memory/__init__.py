@@ -77,34 +77,40 @@ _LAZY: dict[str, tuple[str, str]] = {
 }
 
 
-def sqlite_saver(path: str | os.PathLike[str]) -> SqliteCheckpointSaver:
+def sqlite_saver(path: str | os.PathLike[str], *, run_lock_timeout: float = 60.0) -> SqliteCheckpointSaver:
     """Open (or create) a SQLite checkpoint saver; see `ai_utils.memory.sqlite.sqlite_saver`.
 
     Args:
         path: the database file (parent folders are created) or ``":memory:"``.
+        run_lock_timeout: how long a run waits for another process's run on the same thread (then
+            `ThreadBusyError`, before it runs).
 
     Returns:
         A saver usable from sync and async runs; close it with ``.close()`` or a ``with`` block.
     """
     from ai_utils.memory.sqlite import sqlite_saver as _sqlite_saver
 
-    return _sqlite_saver(path)
+    return _sqlite_saver(path, run_lock_timeout=run_lock_timeout)
 
 
-def postgres_saver(conn_string: str, *, min_size: int = 1, max_size: int = 4) -> PostgresCheckpointSaver:
+def postgres_saver(
+    conn_string: str, *, min_size: int = 1, max_size: int = 4, run_lock_timeout: float = 60.0
+) -> PostgresCheckpointSaver:
     """Connect a Postgres checkpoint saver; see `ai_utils.memory.postgres.postgres_saver`.
 
     Args:
         conn_string: a libpq URI, e.g. ``"postgresql://user:pw@host:5432/db"``.
         min_size: connections the pool keeps open.
         max_size: the most connections the pool opens.
+        run_lock_timeout: how long a run waits for another process's run on the same thread (then
+            `ThreadBusyError`, before it runs).
 
     Returns:
         A saver usable from sync and async runs; close it with ``.close()`` or a ``with`` block.
     """
     from ai_utils.memory.postgres import postgres_saver as _postgres_saver
 
-    return _postgres_saver(conn_string, min_size=min_size, max_size=max_size)
+    return _postgres_saver(conn_string, min_size=min_size, max_size=max_size, run_lock_timeout=run_lock_timeout)
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

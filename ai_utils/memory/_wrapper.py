@@ -54,6 +54,11 @@ class SaverWrapper(BaseCheckpointSaver[Any]):
         return self._inner
 
     @property
+    def run_locks(self) -> Any:
+        """The inner saver's cross-process run locks, if it has them (``sqlite_saver``, ``postgres_saver``)."""
+        return getattr(self._inner, "run_locks", None)
+
+    @property
     def serde(self) -> SerializerProtocol:
         """The inner saver's serializer."""
         return self._inner.serde

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
+import anyio.to_thread
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ai_utils._optional import missing_extra
 from ai_utils.exceptions import UserError
 from ai_utils.memory._closeable import Closeable
 from ai_utils.memory._methods import offloaded
+from ai_utils.memory._runlock import RunLocks, check_lock_timeout, thread_key
 from ai_utils.memory._threaded import ThreadedAsyncSaver
 
 try:
@@ -28,6 +31,8 @@ __all__ = ["PostgresCheckpointSaver", "postgres_saver"]
 
 # Serialises concurrent setup() (schema migrations) across processes sharing one database.
 _SETUP_LOCK_KEY = 0x61695F6D656D  # "ai_mem"
+# The first key of every thread's run lock (the two-int4 advisory key space, apart from single bigint keys).
+_RUN_LOCK_CLASS = 0x61695F72  # "ai_r"
 _CONNECT_KWARGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
 
 
@@ -58,6 +63,60 @@ def _check_size(value: Any, argument: str, minimum: int) -> None:
         raise UserError(f"postgres_saver({argument}=...) must be an int >= {minimum}, got {value!r}.")
 
 
+class _AdvisoryRunLocks(RunLocks):
+    """Run locks as session-level advisory locks (``pg_try_advisory_lock(class, hash(thread))``), polled.
+
+    They live on one dedicated connection of the saver, outside its pool: a pooled connection would hand the
+    lock to whichever run takes it next. The server drops them when the connection dies (a crashed process
+    leaves none behind). Polling rather than ``pg_advisory_lock``: a session blocked inside that statement
+    holds a snapshot (see `PostgresCheckpointSaver._setup_schema`), and the wait must be bounded.
+    """
+
+    def __init__(self, conn_string: str, where: str, timeout: float) -> None:
+        self.key = f"postgres:{where}"
+        self.timeout = timeout
+        self._conn_string = conn_string
+        self._conn: psycopg.Connection[DictRow] | None = None
+        self._mutex = threading.Lock()
+
+    def _ask(self, query: Any, thread_id: str) -> bool:
+        params = (_RUN_LOCK_CLASS, thread_key(thread_id, signed=True))
+        with self._mutex:
+            for attempt in (1, 2):
+                try:
+                    if self._conn is None or self._conn.closed:
+                        self._conn = psycopg.Connection.connect(self._conn_string, **_CONNECT_KWARGS)
+                    row = self._conn.execute(query, params).fetchone()
+                    return bool(row and row["ok"])
+                except psycopg.OperationalError:
+                    # The connection broke (a restarted server): its locks are gone with it; reconnect once.
+                    self._drop()
+                    if attempt == 2:
+                        raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def try_lock(self, thread_id: str) -> bool:
+        return self._ask("SELECT pg_try_advisory_lock(%s, %s) AS ok", thread_id)
+
+    def unlock(self, thread_id: str) -> None:
+        self._ask("SELECT pg_advisory_unlock(%s, %s) AS ok", thread_id)
+
+    async def _atry_lock(self, thread_id: str) -> bool:
+        return await anyio.to_thread.run_sync(self.try_lock, thread_id)
+
+    async def aunlock(self, thread_id: str) -> None:
+        await anyio.to_thread.run_sync(self.unlock, thread_id)
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        with self._mutex:
+            self._drop()
+
+
 class PostgresCheckpointSaver(Closeable, ThreadedAsyncSaver, PostgresSaver):
     """LangGraph's ``PostgresSaver`` on a connection pool, usable from sync and async runs.
 
@@ -70,13 +129,29 @@ class PostgresCheckpointSaver(Closeable, ThreadedAsyncSaver, PostgresSaver):
     The schema is created or migrated once, in the constructor, under a Postgres advisory lock so
     several processes may start at the same time. Build it with `postgres_saver`; release the pool
     with ``close()`` or use it as a context manager.
+
+    Runs of `Agent`/`DeepAgent` on one thread are serialised across processes and machines (``run_locks``:
+    advisory locks on one extra connection): a run waits up to ``run_lock_timeout`` seconds for another
+    process's run on the same thread, then fails with `ThreadBusyError` before it starts.
     """
 
-    def __init__(self, conn_string: str, *, min_size: int = 1, max_size: int = 4, timeout: float = 10.0) -> None:
+    run_locks: RunLocks | None
+    """The cross-process run lock of each thread."""
+
+    def __init__(
+        self,
+        conn_string: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 4,
+        timeout: float = 10.0,
+        run_lock_timeout: float = 60.0,
+    ) -> None:
         """Connect to ``conn_string`` and set up the schema; see `postgres_saver`."""
         params = _check_conn_string(conn_string)
         _check_size(min_size, "min_size", 0)
         _check_size(max_size, "max_size", max(min_size, 1))
+        lock_timeout = check_lock_timeout(run_lock_timeout, owner="postgres_saver")
         self._where = _where(params)
         self._setup_schema(conn_string, timeout)
         pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
@@ -95,6 +170,7 @@ class PostgresCheckpointSaver(Closeable, ThreadedAsyncSaver, PostgresSaver):
             raise self._unreachable(None) from None
         super().__init__(pool)
         self.pool = pool
+        self.run_locks = _AdvisoryRunLocks(conn_string, self._where, lock_timeout)
 
     def _unreachable(self, error: Exception | None) -> UserError:
         reason = f" ({type(error).__name__})" if error is not None else ""
@@ -132,14 +208,18 @@ class PostgresCheckpointSaver(Closeable, ThreadedAsyncSaver, PostgresSaver):
     aprune = offloaded(BaseCheckpointSaver.prune)
 
     def close(self) -> None:
-        """Close the connection pool. The saver cannot be used afterwards."""
+        """Close the connection pool (and the run-lock connection). The saver cannot be used afterwards."""
+        if self.run_locks is not None:
+            self.run_locks.close()
         self.pool.close()
 
     def __repr__(self) -> str:
         return f"PostgresCheckpointSaver({self._where})"
 
 
-def postgres_saver(conn_string: str, *, min_size: int = 1, max_size: int = 4) -> PostgresCheckpointSaver:
+def postgres_saver(
+    conn_string: str, *, min_size: int = 1, max_size: int = 4, run_lock_timeout: float = 60.0
+) -> PostgresCheckpointSaver:
     """Connect a Postgres checkpoint saver and create its tables if needed.
 
     The returned saver works for sync (``invoke``/``stream``) and async (``ainvoke``/``astream``) runs
@@ -159,16 +239,22 @@ def postgres_saver(conn_string: str, *, min_size: int = 1, max_size: int = 4) ->
             await agent.ainvoke({"messages": [("user", "Hi")]}, config, durability="sync")
         ```
 
+    Any number of processes (``uvicorn --workers 2``, several machines) may run agents on one database: runs
+    on the same thread are serialised across them (advisory locks), so no turn is lost.
+
     Args:
         conn_string: a libpq URI or ``key=value`` string.
         min_size: connections the pool keeps open.
         max_size: the most connections the pool opens.
+        run_lock_timeout: how long an `Agent`/`DeepAgent` run waits for another process's run on the same
+            thread before it fails with `ThreadBusyError` (nothing ran). For conversations that several
+            processes serve at once, durable sessions (`postgres_sessions`) queue turns instead.
 
     Returns:
         The connected saver.
 
     Raises:
-        UserError: the connection string is not a string or cannot be parsed, a pool size is wrong, or
-            the server cannot be reached.
+        UserError: the connection string is not a string or cannot be parsed, a pool size or
+            ``run_lock_timeout`` is wrong, or the server cannot be reached.
     """
-    return PostgresCheckpointSaver(conn_string, min_size=min_size, max_size=max_size)
+    return PostgresCheckpointSaver(conn_string, min_size=min_size, max_size=max_size, run_lock_timeout=run_lock_timeout)

@@ -10,6 +10,7 @@ from typing import Any
 from ai_utils._optional import missing_extra
 from ai_utils.exceptions import UserError
 from ai_utils.memory._closeable import Closeable
+from ai_utils.memory._runlock import RunLocks, check_lock_timeout, file_run_locks
 from ai_utils.memory._threaded import ThreadedAsyncSaver
 
 try:
@@ -55,12 +56,20 @@ class SqliteCheckpointSaver(Closeable, ThreadedAsyncSaver, SqliteSaver):
     loss or OS crash can lose the last commits. Several processes may share the file (WAL readers never
     block; a writer waits up to ``timeout`` seconds for the lock).
 
+    Runs of `Agent`/`DeepAgent` on one thread of the file are serialised across processes (``run_locks``: a
+    lock file ``<path>-runlock``): a run waits up to ``run_lock_timeout`` seconds for another process's run
+    on the same thread, then fails with `ThreadBusyError` before it starts.
+
     Build it with `sqlite_saver`. Close it with ``close()`` or use it as a context manager.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
+    run_locks: RunLocks | None
+    """The cross-process run lock of each thread (``None`` for ``:memory:``)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0, run_lock_timeout: float = 60.0) -> None:
         """Open (or create) the database at ``path``; see `sqlite_saver`."""
         target = _check_path(path)
+        lock_timeout = check_lock_timeout(run_lock_timeout, owner="sqlite_saver")
         conn = sqlite3.connect(target, check_same_thread=False, timeout=timeout)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
@@ -74,6 +83,7 @@ class SqliteCheckpointSaver(Closeable, ThreadedAsyncSaver, SqliteSaver):
                 "Pass a new file path or an existing checkpoint database."
             ) from error
         self.path = target
+        self.run_locks = file_run_locks(target, timeout=lock_timeout)
 
     def close(self) -> None:
         """Close the database connection. The saver cannot be used afterwards."""
@@ -83,7 +93,7 @@ class SqliteCheckpointSaver(Closeable, ThreadedAsyncSaver, SqliteSaver):
         return f"SqliteCheckpointSaver(path={self.path!r})"
 
 
-def sqlite_saver(path: str | os.PathLike[str]) -> SqliteCheckpointSaver:
+def sqlite_saver(path: str | os.PathLike[str], *, run_lock_timeout: float = 60.0) -> SqliteCheckpointSaver:
     """Open (or create) a SQLite checkpoint saver, the embedded durable default.
 
     Parent folders are created; ``":memory:"`` gives a private in-memory database. The returned saver
@@ -108,13 +118,20 @@ def sqlite_saver(path: str | os.PathLike[str]) -> SqliteCheckpointSaver:
             agent.invoke({"messages": [("user", "Ich heisse Max")]}, config, durability="sync")
         ```
 
+    Several processes (``uvicorn --workers 2``) may run agents on one file: runs on the same thread are
+    serialised across them (a lock file ``<path>-runlock`` next to the database), so no turn is lost.
+
     Args:
         path: the database file, or ``":memory:"``.
+        run_lock_timeout: how long an `Agent`/`DeepAgent` run waits for another process's run on the same
+            thread before it fails with `ThreadBusyError` (nothing ran). For conversations that several
+            processes serve at once, durable sessions (`sqlite_sessions`) queue turns instead.
 
     Returns:
         The open saver.
 
     Raises:
-        UserError: ``path`` is not a path, is a folder, or the file is not a SQLite database.
+        UserError: ``path`` is not a path, is a folder, or the file is not a SQLite database; a bad
+            ``run_lock_timeout``.
     """
-    return SqliteCheckpointSaver(path)
+    return SqliteCheckpointSaver(path, run_lock_timeout=run_lock_timeout)

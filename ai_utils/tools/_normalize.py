@@ -7,6 +7,7 @@ from typing import Any
 
 from langchain_core.tools import BaseTool, tool
 
+from ai_utils._compat.langgraph import quiet_tool_runtime, quiet_tool_schema
 from ai_utils.exceptions import UserError
 
 __all__ = ["check_unique", "normalize_tools"]
@@ -25,6 +26,9 @@ def normalize_tools(tools: Iterable[Any]) -> list[BaseTool]:
     Raises:
         UserError: an item is neither a tool nor a function, or two tools share a name.
     """
+    # Before any tool schema of the run is built (deepagents builds its file tools after this): pydantic must never
+    # dump a tool's injected runtime, whose warnings would quote the run's `context`.
+    quiet_tool_runtime()
     if isinstance(tools, (str, bytes, BaseTool)) or callable(tools):
         raise UserError(f"`tools` must be a list of tools, got {tools!r}. Wrap it: `tools=[my_tool]`.")
     out: list[BaseTool] = []
@@ -41,6 +45,8 @@ def normalize_tools(tools: Iterable[Any]) -> list[BaseTool]:
         else:
             raise UserError(f"Cannot use {item!r} as a tool. Pass `BaseTool`s (e.g. from `ToolRegistry`) or functions.")
     check_unique([t.name for t in out])
+    for item in out:
+        quiet_tool_schema(item.args_schema)  # a tool built before quiet_tool_runtime()
     return out
 
 

@@ -7,6 +7,7 @@ split over tokens) but carries each validated action and follow-up as its own ch
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from collections.abc import Iterator
@@ -313,7 +314,8 @@ async def test_on_trace_sees_each_proposal_and_its_validation_under_the_runs_one
     events: list[Any] = []
     agent = Agent(llm=FakeChatModel([REPLY, REPLY]), actions=registry(), on_trace=events.append)
     for result in (
-        agent.invoke("x", actor={"user_id": "u", "plan": "free"}),
+        # The sync twin off the loop (called on it, it would warn that it blocks the loop).
+        await asyncio.to_thread(lambda: agent.invoke("x", actor={"user_id": "u", "plan": "free"})),
         await agent.ainvoke("x", actor={"user_id": "u", "plan": "free"}),
     ):
         mine = [e for e in events if e.trace_id == result.trace_id]

@@ -150,8 +150,8 @@ async def test_parallel_tools_false_runs_every_call_alone_in_reply_order(run: st
     keys = ["a", "b", "c", "d"]
     llm = FakeChatModel([reply(*(("step", k) for k in keys)), "done"])
     agent = Agent(llm=llm, tools=[step], parallel_tools=False)
-    if run == "sync":
-        agent.invoke("go")
+    if run == "sync":  # off the loop (called on it, the sync twin would warn that it blocks the loop)
+        await asyncio.to_thread(agent.invoke, "go")
     else:
         await agent.ainvoke("go")
     assert all(spans.before(first, second) for first, second in zip(keys, keys[1:], strict=False))

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_core.messages import SystemMessage
 
@@ -33,7 +35,7 @@ async def test_rag_chain_answers_a_question_with_retrieved_context(local_embeddi
     rag = create_rag_chain(vector_store=store, llm=model, k=1)
 
     await rag.aadd_context([{"page_content": "Die Kantine öffnet um 11:30 Uhr.", "metadata": {"src": "c"}}])
-    answer = rag.invoke({"question": "Wann öffnet die Kantine?"})
+    answer = await asyncio.to_thread(rag.invoke, {"question": "Wann öffnet die Kantine?"})  # sync, off the loop
     streamed = "".join([chunk async for chunk in rag.astream({"question": "Und die Kantine?"})])
 
     assert answer == "Die Kantine öffnet um 11:30 Uhr."

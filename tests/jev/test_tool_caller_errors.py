@@ -255,5 +255,5 @@ def test_sync_invoke_inside_an_event_loop_with_an_async_func_points_to_ainvoke(j
     async def main() -> None:
         caller.invoke({"q": "x"})
 
-    with pytest.raises(UserError, match="ainvoke"):
+    with pytest.warns(RuntimeWarning, match="ainvoke"), pytest.raises(UserError, match="ainvoke"):
         asyncio.run(main())

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from typing import assert_type
+from typing import Any, assert_type
 
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import Runnable, RunnableSerializable
 from langgraph.checkpoint.memory import MemorySaver
 from langgraph.store.memory import InMemoryStore
 from pydantic import BaseModel
@@ -13,6 +16,7 @@ from ai_utils import (
     Agent,
     AgentRun,
     AgentTraceEvent,
+    Chain,
     DeepAgent,
     create_state_backend,
     define_action,
@@ -101,12 +105,26 @@ def sink(event: AgentTraceEvent) -> None:
 Agent(llm=model, on_trace=sink)
 
 
+# The wrappers are LangChain Runnables: batch and the with_* helpers keep the answer type.
+assert_type(Agent(llm=model).batch(["a", "b"]), list[str | Interrupt])
+assert_type(Agent(llm=model, output=Weather).with_retry(), Runnable[Any, Weather | Interrupt])
+assert_type(Agent(llm=model).invoke("hi", {"tags": ["x"]}, thread_id="t"), str | Interrupt)
+assert_type(
+    ChatPromptTemplate.from_messages([("human", "{q}")]) | Agent(llm=model),
+    RunnableSerializable[dict[str, Any], str | Interrupt],
+)
+assert_type(Chain(llm=model) | StrOutputParser(), RunnableSerializable[Any, str])
+assert_type(Chain(llm=model, output=Weather).batch([{"q": "x"}]), list[Weather])
+assert_type(DeepAgent(llm=model).batch(["a"]), list[str | Interrupt])
+
+
 async def async_twins() -> None:
     assert_type(await Agent(llm=model).ainvoke("hi"), str | Interrupt)
     assert_type(await Agent(llm=model, output=Weather).ainvoke("hi"), Weather | Interrupt)
     assert_type(await Agent(llm=model, actions=registry).ainvoke("hi"), DirectiveResult | Interrupt)
     assert_type(await DeepAgent(llm=model).ainvoke("hi", thread_id="t"), str | Interrupt)
     assert_type(await deep.ainvoke("hi", thread_id="t"), Weather | Interrupt)
+    assert_type(await Agent(llm=model, output=Weather).abatch(["a"]), list[Weather | Interrupt])
     assert_type(await Agent(llm=model).ainvoke("hi", details=True), AgentRun[str] | Interrupt)
     assert_type(await deep.ainvoke("hi", thread_id="t", details=True), AgentRun[Weather] | Interrupt)
 

@@ -8,13 +8,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel
 from typing_extensions import TypedDict, Unpack
 
-from ai_utils._run.args import check_approval_saver, check_prompt, mcp_servers
+from ai_utils._run.args import check_approval_saver, check_prompt, config_thread_id, mcp_servers, merge_run_config
 from ai_utils._run.calls import check_thread, resume_command, run_config
+from ai_utils._run.runnable import WrapperRunnable, warn_sync_in_loop
 from ai_utils._utils import run_sync
 from ai_utils.client import Decision
 from ai_utils.exceptions import UserError
@@ -76,10 +78,14 @@ class _Call:
     debug: bool = False
     tool: str | None = None  # call_tool: the tool to run, without asking Jev
     params: dict[str, Any] | None = None  # call_tool: one candidate per parameter
+    config: RunnableConfig | None = None  # the caller's LangChain config (callbacks, tags, metadata)
 
 
-class JevToolCaller:
+class JevToolCaller(WrapperRunnable[JevOutput]):
     """Pick exactly one tool (local or MCP) with Jev and run it once, with arguments chosen from candidates.
+
+    A LangChain `Runnable`: ``batch``, ``with_retry``, ``with_config``, ``|`` and the rest work over `invoke`
+    (``stream`` yields the one `JevOutput`); ``config["configurable"]["thread_id"]`` names the thread too.
 
     Args:
         tools: `JevTool`s or mappings ``{name, description, func, params?}``; may be empty with ``mcp_server``.
@@ -165,11 +171,18 @@ class JevToolCaller:
 
     # --- public shells: each checks its arguments, then runs the one core -----------------------------------
 
-    def invoke(self, request: Mapping[str, Any] | None = None, **options: Unpack[InvokeOptions]) -> JevOutput:
+    def invoke(  # type: ignore[override]  # Runnable's **kwargs: Any, narrowed to the typed options
+        self,
+        request: Mapping[str, Any] | None = None,
+        config: RunnableConfig | None = None,
+        **options: Unpack[InvokeOptions],
+    ) -> JevOutput:
         """Pick a tool and its params for ``request`` and run it once (or resume a pending proposal).
 
         Args:
             request: the user's request: JSON fields, e.g. ``{"question": "...", "locale": "de-DE"}``.
+            config: a LangChain ``RunnableConfig`` (callbacks, tags, metadata) merged with ours; its
+                ``configurable.thread_id`` names the thread too.
             thread_id: the conversation; required with a checkpointer, handed to your callables.
             context: local data for ``params`` callables and ``func`` (validated by ``context_schema``);
                 never sent to Jev, stored or put in debug metadata. Pass it again when resuming.
@@ -189,11 +202,24 @@ class JevToolCaller:
             JevParamsError: (a `TypeError`) ``params`` gave something other than lists.
             JevAPIError: Jev failed (`JevTimeoutError` on timeouts).
         """
-        return self._invoke(self._check("invoke", request, options))
+        if not self._servers:  # with MCP servers a sync call inside a loop fails anyway, naming `ainvoke`
+            warn_sync_in_loop("JevToolCaller", "invoke")
+        return self._invoke(self._check("invoke", request, options, config))
 
-    async def ainvoke(self, request: Mapping[str, Any] | None = None, **options: Unpack[InvokeOptions]) -> JevOutput:
+    async def ainvoke(  # type: ignore[override]  # see invoke
+        self,
+        request: Mapping[str, Any] | None = None,
+        config: RunnableConfig | None = None,
+        **options: Unpack[InvokeOptions],
+    ) -> JevOutput:
         """Async `invoke`: the same arguments, result and errors."""
-        return await self._ainvoke(self._check("ainvoke", request, options))
+        return await self._ainvoke(self._check("ainvoke", request, options, config))
+
+    def _input_type(self) -> Any:
+        return Mapping[str, Any] | None
+
+    def _output_type(self) -> Any:
+        return JevOutput
 
     def call_tool(self, request: Mapping[str, Any] | None, **options: Unpack[CallToolOptions]) -> JevReturn:
         """Run ``tool`` with ``params`` without asking Jev (an override, e.g. after `JevGated`).
@@ -255,7 +281,7 @@ class JevToolCaller:
             timeout=call.timeout,
             forced_params=call.params,
         )
-        return run, run_config(call.thread_id)
+        return run, merge_run_config(run_config(call.thread_id), call.config)
 
     @staticmethod
     def _fresh(call: _Call) -> dict[str, Any] | None:
@@ -269,9 +295,10 @@ class JevToolCaller:
 
     # --- call checks ------------------------------------------------------------------------------------------
 
-    def _check(self, entry: str, request: Any, options: InvokeOptions) -> _Call:
+    def _check(self, entry: str, request: Any, options: InvokeOptions, config: RunnableConfig | None) -> _Call:
         check_options(entry, options, InvokeOptions)
         decision, timeout = options.get("decision"), options.get("timeout")
+        thread_id = config_thread_id(options.get("thread_id"), config, owner=f"JevToolCaller.{entry}")
         if decision is not None and request is not None:
             raise UserError(
                 "Pass either request fields (a new request) or `decision` (answer the pending proposal), "
@@ -283,17 +310,18 @@ class JevToolCaller:
             raise UserError("Nothing to do: pass the request fields, e.g. `invoke({'question': '...'})`.")
         if decision is not None and decision not in _DECISIONS:
             raise UserError(f"`decision` must be 'approve' or 'reject', got {decision!r}.")
-        self._check_thread(options.get("thread_id"), resuming=decision is not None)
+        self._check_thread(thread_id, resuming=decision is not None)
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
             raise UserError(f"`timeout` must be a number of seconds > 0, got {timeout!r}.")
         return _Call(
             entry,
             None if request is None else core.check_request(request),
             validate_context(self.context_schema, options.get("context")),
-            options.get("thread_id"),
+            thread_id,
             timeout,
             decision,
             options.get("debug", False),
+            config=config,
         )
 
     def _check_forced(self, entry: str, request: Any, options: CallToolOptions) -> _Call:

@@ -1,0 +1,148 @@
+"""The LangChain `Runnable` face the wrappers share (`Agent`, `DeepAgent`, `Chain`, `JevToolCaller`, `LoopRunner`).
+
+Each wrapper subclasses `WrapperRunnable` and keeps its own ``invoke``/``ainvoke`` (and ``stream``/``astream``)
+with the signature ``(input, config=None, **options)``: a `Runnable` composition (``prompt | agent``,
+``with_retry``, ``with_fallbacks``, ``with_config``, ``bind``) passes ``config`` positionally and the options
+as keywords. LangChain's `Runnable` then gives ``batch``/``abatch``, ``astream_events``, ``transform`` and the
+``|`` operator over those methods. What this base adds:
+
+- ``InputType``/``OutputType``: LangChain reads them from the generic arguments of ``Runnable[In, Out]``, which a
+  wrapper that is generic in its answer type (``Agent[OutputT]``) does not spell out, so each wrapper names them
+  (``input_schema``/``output_schema`` are built from them).
+- `warn_sync_in_loop`: a sync run (``invoke``, ``stream``, ``batch``) inside a running event loop blocks the
+  loop for the whole run; one `RuntimeWarning` names the async twin. ``batch`` warns once for the batch (its
+  runs happen in worker threads, or for one input on this thread, where the warning is silenced).
+
+Not a pydantic model (`RunnableSerializable`): a wrapper holds chat models, savers and callables that do not
+serialise, and a pydantic ``__init__`` would replace the wrappers' checked constructors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any, Generic, Literal, cast, overload
+
+from langchain_core.runnables import Runnable, RunnableConfig
+from typing_extensions import TypeVar
+
+__all__ = ["WrapperRunnable", "warn_sync_in_loop"]
+
+OutputT = TypeVar("OutputT", covariant=True, default=Any)
+
+# Set while a sync batch runs, so its runs (worker threads copy the context) do not warn again.
+_WARNED: contextvars.ContextVar[bool] = contextvars.ContextVar("ai_utils_sync_in_loop_warned", default=False)
+
+_TWINS = {"invoke": "ainvoke", "stream": "astream", "batch": "abatch", "batch_as_completed": "abatch_as_completed"}
+
+
+def warn_sync_in_loop(owner: str, method: str, *, stacklevel: int = 3) -> None:
+    """Warn (`RuntimeWarning`) when the sync ``owner.method`` is called on a thread that runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    if _WARNED.get():
+        return
+    twin = _TWINS.get(method, f"a{method}")
+    warnings.warn(
+        f"{owner}.{method}() was called inside a running event loop: it blocks the loop (every other task waits) "
+        f"until the run ends. Use `await {owner}.{twin}(...)` instead"
+        + (" (or `async for` over it)." if twin == "astream" else "."),
+        RuntimeWarning,
+        stacklevel=stacklevel,
+    )
+
+
+class WrapperRunnable(Runnable[Any, OutputT], Generic[OutputT]):
+    """`Runnable` over a wrapper's own run methods; see the module docstring."""
+
+    name: str | None = None
+
+    def _input_type(self) -> Any:
+        return Any
+
+    def _output_type(self) -> Any:
+        return Any
+
+    @property
+    def InputType(self) -> type[Any]:
+        """The input this wrapper takes (for ``input_schema``)."""
+        return cast("type[Any]", self._input_type())
+
+    @property
+    def OutputType(self) -> type[OutputT]:
+        """What ``invoke`` answers (for ``output_schema``)."""
+        return cast("type[OutputT]", self._output_type())
+
+    def batch(
+        self,
+        inputs: list[Any],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any | None,
+    ) -> list[OutputT]:
+        """Run ``invoke`` on each input, in parallel threads (``config["max_concurrency"]`` bounds them).
+
+        Options (``thread_id``, ``context``, ...) apply to every input; per-input settings go in a list of
+        configs. With ``return_exceptions=True`` a failed input gives its exception in place of an answer.
+        """
+        warn_sync_in_loop(type(self).__name__, "batch")
+        token = _WARNED.set(True)
+        try:
+            return super().batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
+        finally:
+            _WARNED.reset(token)
+
+    @overload
+    def batch_as_completed(
+        self,
+        inputs: Sequence[Any],
+        config: RunnableConfig | Sequence[RunnableConfig] | None = None,
+        *,
+        return_exceptions: Literal[False] = False,
+        **kwargs: Any,
+    ) -> Iterator[tuple[int, OutputT]]: ...
+
+    @overload
+    def batch_as_completed(
+        self,
+        inputs: Sequence[Any],
+        config: RunnableConfig | Sequence[RunnableConfig] | None = None,
+        *,
+        return_exceptions: Literal[True],
+        **kwargs: Any,
+    ) -> Iterator[tuple[int, OutputT | Exception]]: ...
+
+    def batch_as_completed(
+        self,
+        inputs: Sequence[Any],
+        config: RunnableConfig | Sequence[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any | None,
+    ) -> Iterator[tuple[int, OutputT | Exception]]:
+        """`batch`, yielding ``(index, answer)`` pairs as the runs finish."""
+        warn_sync_in_loop(type(self).__name__, "batch_as_completed")
+        return self._as_completed(inputs, config, return_exceptions, kwargs)
+
+    def _as_completed(
+        self,
+        inputs: Sequence[Any],
+        config: RunnableConfig | Sequence[RunnableConfig] | None,
+        return_exceptions: bool,
+        kwargs: dict[str, Any],
+    ) -> Iterator[tuple[int, OutputT | Exception]]:
+        # Each step runs in one context where the warning is silenced (a generator may resume anywhere).
+        context = contextvars.copy_context()
+        context.run(_WARNED.set, True)
+        parent: Any = super()  # one call for both of Runnable's return_exceptions overloads
+        results = parent.batch_as_completed(inputs, config, return_exceptions=return_exceptions, **kwargs)
+        while True:
+            try:
+                yield context.run(next, results)
+            except StopIteration:
+                return

@@ -1,0 +1,398 @@
+"""GenAI semantic-convention spans (``ai_utils.otel``) through OpenTelemetry's own SDK and in-memory exporter."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain.tools import ToolRuntime
+from langchain_core.tools import ToolException, tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import interrupt
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+from pydantic import BaseModel
+
+from ai_utils import Agent, Chain, DeepAgent
+from ai_utils.client import is_interrupt
+from ai_utils.gateway import Gateway, Route
+from ai_utils.otel import OpenTelemetryCallbackHandler, instrument, uninstrument
+from ai_utils.testing import FakeChatModel
+
+SENTINEL = "sk-CONTEXT-SENTINEL-8c2d"
+
+
+class Secrets(BaseModel):
+    api_token: str
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+def whoami(query: str, runtime: ToolRuntime) -> str:
+    """Who is asking (reads the run's context)."""
+    return f"a caller with a token of length {len(runtime.context.api_token)}"
+
+
+@tool
+def explode(query: str) -> str:
+    """Always fails, quoting a secret in its message."""
+    raise ValueError(f"cannot use {SENTINEL}")
+
+
+@tool
+def refuse(query: str) -> str:
+    """Fails the way tools report a failure to the model."""
+    raise ToolException("the service said no")
+
+
+refuse.handle_tool_error = True
+
+
+@tool
+def ask_human(question: str) -> str:
+    """Ask the human (pauses the run)."""
+    return str(interrupt({"question": question}))
+
+
+class Spans:
+    """A TracerProvider with an in-memory exporter, and helpers over the finished spans."""
+
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+
+    def all(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+    def named(self, name: str) -> list[ReadableSpan]:
+        return [s for s in self.all() if s.name == name]
+
+    def one(self, name: str) -> ReadableSpan:
+        [span] = self.named(name)
+        return span
+
+    def text(self) -> str:
+        """Everything the spans carry, as text (names, attributes, events, statuses)."""
+        return json.dumps(
+            [
+                {
+                    "name": s.name,
+                    "attributes": dict(s.attributes or {}),
+                    "events": [{"name": e.name, "attributes": dict(e.attributes or {})} for e in s.events],
+                    "status": [str(s.status.status_code), s.status.description],
+                }
+                for s in self.all()
+            ],
+            default=str,
+        )
+
+
+@pytest.fixture
+def spans() -> Iterator[Spans]:
+    recorder = Spans()
+    yield recorder
+    uninstrument()
+    recorder.provider.shutdown()
+
+
+def parent_of(span: ReadableSpan) -> int | None:
+    return span.parent.span_id if span.parent is not None else None
+
+
+def calculator(**kwargs: Any) -> Agent[str]:
+    model = FakeChatModel([{"tool_calls": [{"name": "add", "args": {"a": 2, "b": 3}}]}, "The sum is 5."])
+    return Agent(llm=model, tools=[add], checkpointer=InMemorySaver(), name="calc", **kwargs)
+
+
+def test_an_agent_run_is_one_span_tree_with_genai_attributes(spans: Spans) -> None:
+    agent = calculator(tracer_provider=spans.provider)
+
+    assert agent.invoke("What is 2 + 3?", thread_id="thread-7") == "The sum is 5."
+
+    root = spans.one("invoke_agent calc")
+    chats = spans.named("chat fake-chat-model")
+    tool_span = spans.one("execute_tool add")
+    assert root.kind == SpanKind.INTERNAL and root.parent is None
+    assert dict(root.attributes or {}) == {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "calc",
+        "gen_ai.conversation.id": "thread-7",
+    }
+    assert len(chats) == 2 and all(c.kind == SpanKind.CLIENT for c in chats)
+    first = dict(chats[0].attributes or {})
+    assert first["gen_ai.operation.name"] == "chat"
+    assert first["gen_ai.provider.name"] == "fake"
+    assert (first["gen_ai.request.model"], first["gen_ai.response.model"]) == ("fake-chat-model", "fake-chat-model")
+    assert first["gen_ai.conversation.id"] == "thread-7"
+    assert first["gen_ai.usage.input_tokens"] >= 1 and first["gen_ai.usage.output_tokens"] >= 1
+    assert first["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    assert tool_span.kind == SpanKind.INTERNAL
+    assert {k: v for k, v in (tool_span.attributes or {}).items() if k != "gen_ai.tool.call.id"} == {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "add",
+        "gen_ai.tool.type": "function",
+        "gen_ai.tool.description": "Add two integers.",
+        "gen_ai.conversation.id": "thread-7",
+    }
+    assert tool_span.attributes and str(tool_span.attributes["gen_ai.tool.call.id"]).startswith("call_")
+    # chat and execute_tool hang under invoke_agent, in one trace; every span ended OK.
+    for child in [*chats, tool_span]:
+        assert parent_of(child) == root.context.span_id
+        assert child.context.trace_id == root.context.trace_id
+    assert all(s.status.status_code == StatusCode.UNSET for s in spans.all())
+    assert chats[0].start_time <= tool_span.start_time <= chats[1].start_time  # in run order
+    assert root.start_time <= chats[0].start_time and chats[1].end_time <= root.end_time
+
+
+async def test_an_astream_run_builds_the_same_tree(spans: Spans) -> None:
+    agent = calculator(tracer_provider=spans.provider)
+
+    chunks = [c async for c in agent.astream("What is 2 + 3?", thread_id="t", show_tool_calls=True)]
+
+    assert "".join(c for c in chunks if isinstance(c, str)) == "The sum is 5."
+    root = spans.one("invoke_agent calc")
+    assert {parent_of(s) for s in spans.all() if s is not root} == {root.context.span_id}
+    assert sorted(s.name for s in spans.all()) == [
+        "chat fake-chat-model",
+        "chat fake-chat-model",
+        "execute_tool add",
+        "invoke_agent calc",
+    ]
+
+
+def test_the_ambient_span_is_the_agent_runs_parent(spans: Spans) -> None:
+    agent = calculator(tracer_provider=spans.provider)
+    tracer = spans.provider.get_tracer("app")
+
+    with tracer.start_as_current_span("POST /chat") as request:
+        agent.invoke("What is 2 + 3?", thread_id="t")
+
+    root = spans.one("invoke_agent calc")
+    assert parent_of(root) == request.get_span_context().span_id
+    assert root.context.trace_id == request.get_span_context().trace_id
+
+
+@pytest.mark.parametrize("failing", ["raises", "to_model", "reports"])
+def test_a_failing_tool_ends_its_span_with_error_status(spans: Spans, failing: str) -> None:
+    name = "refuse" if failing == "reports" else "explode"
+    model = FakeChatModel([{"tool_calls": [{"name": name, "args": {"query": "q"}}]}, "Sorry."])
+    tool_errors = "raise" if failing == "raises" else "model"
+    agent = Agent(llm=model, tools=[explode, refuse], tracer_provider=spans.provider, tool_errors=tool_errors)
+
+    if failing == "raises":  # tool_errors="raise": the exception reaches the run
+        with pytest.raises(ValueError, match="cannot use"):
+            agent.invoke("go")
+    else:  # the failure goes to the model as a ToolMessage (an exception by default, a ToolException as such)
+        assert agent.invoke("go") == "Sorry."
+
+    tool_span = spans.one(f"execute_tool {name}")
+    assert tool_span.status.status_code == StatusCode.ERROR
+    expected = "tool_error" if failing == "reports" else "ValueError"
+    assert (tool_span.attributes or {})["error.type"] == expected
+    assert tool_span.status.description == expected  # the type, never the message
+    root = spans.one("invoke_agent Agent")
+    assert parent_of(tool_span) == root.context.span_id
+    assert root.status.status_code == (StatusCode.ERROR if failing == "raises" else StatusCode.UNSET)
+    assert SENTINEL not in spans.text()
+
+
+def test_an_approval_interrupt_is_not_an_error_and_its_resume_runs_the_tool(spans: Spans) -> None:
+    agent = calculator(tracer_provider=spans.provider, interrupt_on={"add": True})
+
+    paused = agent.invoke("What is 2 + 3?", thread_id="t")
+    assert is_interrupt(paused)
+    assert all(s.status.status_code == StatusCode.UNSET for s in spans.all())
+    root = spans.one("invoke_agent calc")
+    [event] = [e for e in root.events if e.name == "interrupt"]
+    assert event.attributes is not None and event.attributes["interrupt.count"] == 1
+    assert list(event.attributes["interrupt.ids"]) == [paused["id"].split(":")[0]]  # type: ignore[index]
+    assert not spans.named("execute_tool add")
+
+    assert agent.invoke(thread_id="t", decision="approve") == "The sum is 5."
+    assert len(spans.named("invoke_agent calc")) == 2
+    assert spans.one("execute_tool add").status.status_code == StatusCode.UNSET
+
+
+def test_an_interrupt_raised_inside_a_tool_ends_the_tool_span_without_error(spans: Spans) -> None:
+    model = FakeChatModel([{"tool_calls": [{"name": "ask_human", "args": {"question": "Sure?"}}]}, "Done."])
+    agent = Agent(llm=model, tools=[ask_human], checkpointer=InMemorySaver(), tracer_provider=spans.provider)
+
+    assert is_interrupt(agent.invoke("go", thread_id="t"))
+
+    tool_span = spans.one("execute_tool ask_human")
+    assert tool_span.status.status_code == StatusCode.UNSET
+    assert [e.name for e in tool_span.events] == ["interrupt"]
+    assert "Sure?" not in spans.text()  # interrupt payloads stay out: ids only
+
+
+def test_content_is_recorded_only_with_capture_content(spans: Spans) -> None:
+    instrument(spans.provider)
+    calculator().invoke("What is 2 + 3?", thread_id="t")
+    assert "What is 2 + 3?" not in spans.text()
+    assert not any(k.startswith(("gen_ai.input", "gen_ai.output", "gen_ai.tool.call.a", "gen_ai.tool.call.r"))
+                   for s in spans.all() for k in (s.attributes or {}))  # fmt: skip
+    spans.exporter.clear()
+
+    instrument(spans.provider, capture_content=True)
+    calculator().invoke("What is 2 + 3?", thread_id="t")
+    first_chat = spans.named("chat fake-chat-model")[0].attributes or {}
+    sent = json.loads(str(first_chat["gen_ai.input.messages"]))
+    assert sent == [{"role": "user", "parts": [{"type": "text", "content": "What is 2 + 3?"}]}]
+    answer = json.loads(str(spans.named("chat fake-chat-model")[1].attributes["gen_ai.output.messages"]))  # type: ignore[index]
+    assert answer == [{"role": "assistant", "parts": [{"type": "text", "content": "The sum is 5."}]}]
+    tool_attributes = spans.one("execute_tool add").attributes or {}
+    assert json.loads(str(tool_attributes["gen_ai.tool.call.arguments"])) == {"a": 2, "b": 3}
+    assert tool_attributes["gen_ai.tool.call.result"] == "5"
+
+
+PASTED_KEY = "sk-proj-A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6"
+
+
+@tool
+def remember(note: str) -> str:
+    """Store a note (and echo it back)."""
+    return f"stored: {note}"
+
+
+def test_captured_content_carries_secrets_only_redacted(spans: Spans) -> None:
+    instrument(spans.provider, capture_content=True)
+    model = FakeChatModel([{"tool_calls": [{"name": "remember", "args": {"note": PASTED_KEY}}]}, "Noted."])
+    agent = Agent(llm=model, tools=[remember], checkpointer=InMemorySaver())
+
+    assert agent.invoke(f"Remember my key {PASTED_KEY} please", thread_id="t") == "Noted."
+
+    assert PASTED_KEY not in spans.text()
+    sent = json.loads(str(spans.named("chat fake-chat-model")[0].attributes["gen_ai.input.messages"]))  # type: ignore[index]
+    assert sent[0]["parts"][0]["content"] == "Remember my key [REDACTED:openai_api_key] please"
+    tool_attributes = spans.one("execute_tool remember").attributes or {}
+    assert json.loads(str(tool_attributes["gen_ai.tool.call.arguments"])) == {"note": "[REDACTED:openai_api_key]"}
+    assert tool_attributes["gen_ai.tool.call.result"] == "stored: [REDACTED:openai_api_key]"
+    # The run itself is untouched: the tool got the real value (redaction is for the trace only).
+    state = agent.graph.get_state({"configurable": {"thread_id": "t"}})
+    assert any(PASTED_KEY in str(m.content) for m in state.values["messages"])
+
+
+@pytest.mark.parametrize("capture_content", [False, True])
+def test_the_context_never_reaches_a_span(spans: Spans, capture_content: bool) -> None:
+    instrument(spans.provider, capture_content=capture_content)
+    model = FakeChatModel(
+        [
+            {"tool_calls": [{"name": "whoami", "args": {"query": "me"}}, {"name": "explode", "args": {"query": "x"}}]},
+            "Done.",
+        ]
+    )
+    agent = Agent(llm=model, tools=[whoami, explode], context_schema=Secrets, checkpointer=InMemorySaver())
+
+    # explode's error (quoting the secret) goes to the model, as tool errors do by default.
+    assert agent.invoke("Who am I?", thread_id="t", context=Secrets(api_token=SENTINEL)) == "Done."
+
+    assert spans.named("execute_tool whoami") and spans.named("execute_tool explode")
+    assert SENTINEL not in spans.text()
+    assert ("a caller with a token" in spans.text()) is capture_content  # the tool ran and read the context
+
+
+def test_instrument_traces_every_run_until_uninstrument(spans: Spans) -> None:
+    instrument(spans.provider)
+    calculator().invoke("What is 2 + 3?", thread_id="t")
+    Chain(llm=FakeChatModel(["A summary."]), prompt="Summarise.").invoke({"text": "long"})
+    assert sorted(s.name for s in spans.all()) == [
+        "chat fake-chat-model",
+        "chat fake-chat-model",
+        "chat fake-chat-model",
+        "execute_tool add",
+        "invoke_agent calc",
+    ]
+
+    uninstrument()
+    spans.exporter.clear()
+    calculator().invoke("What is 2 + 3?", thread_id="t")
+    assert spans.all() == []
+
+
+def test_a_gateway_call_carries_its_request_id(spans: Spans) -> None:
+    instrument(spans.provider)
+    gateway = Gateway(routes=[Route("support", "fake", "fake-1", {"responses": ["Hello."]})])
+
+    response = gateway.complete("support", "Hi", actor={"user_id": "u1"})
+
+    chat = spans.one("chat fake-1")
+    assert (chat.attributes or {})["ai_utils.gateway.request_id"] == response.request_id
+    assert (chat.attributes or {})["gen_ai.provider.name"] == "fake"
+
+
+def test_deep_agent_and_chain_take_a_tracer_provider(spans: Spans) -> None:
+    deep = DeepAgent(llm=FakeChatModel(["Planned."]), checkpointer=False, tracer_provider=spans.provider)
+    chain = Chain(llm=FakeChatModel(["Short."]), prompt="Be brief.", tracer_provider=spans.provider)
+
+    assert deep.invoke("Plan it.") == "Planned."
+    assert chain.invoke({"text": "x"}) == "Short."
+
+    root = spans.one("invoke_agent DeepAgent")
+    chats = spans.named("chat fake-chat-model")
+    assert len(chats) == 2
+    assert parent_of(chats[0]) == root.context.span_id and chats[1].parent is None
+
+
+def test_a_subagent_run_is_an_invoke_agent_span_under_its_task_tool(spans: Spans) -> None:
+    task = {"name": "task", "args": {"description": "Find facts.", "subagent_type": "researcher"}}
+    model = FakeChatModel([{"tool_calls": [task]}, "Facts found.", "Final."])
+    subagent = {"name": "researcher", "description": "Finds facts.", "system_prompt": "Be brief."}
+    deep = DeepAgent(llm=model, checkpointer=False, name="lead", subagents=[subagent], tracer_provider=spans.provider)
+
+    assert deep.invoke("Plan it.") == "Final."
+
+    lead, researcher = spans.one("invoke_agent lead"), spans.one("invoke_agent researcher")
+    task_span = spans.one("execute_tool task")
+    assert parent_of(task_span) == lead.context.span_id
+    assert parent_of(researcher) == task_span.context.span_id
+    assert [parent_of(c) for c in spans.named("chat fake-chat-model")].count(researcher.context.span_id) == 1
+
+
+def test_a_session_turn_names_its_session_as_the_conversation(spans: Spans) -> None:
+    from ai_utils.sessions import memory_sessions
+
+    agent = Agent(llm=FakeChatModel(["Hello."]), sessions=memory_sessions(), tracer_provider=spans.provider)
+    session = agent.session()
+
+    assert session.prompt("Hi").result(timeout=60).output == "Hello."
+
+    root = spans.one("invoke_agent Agent")
+    assert (root.attributes or {})["gen_ai.conversation.id"] == session.id
+    assert (spans.one("chat fake-chat-model").attributes or {})["gen_ai.conversation.id"] == session.id
+
+
+def test_no_context_is_ever_attached_so_nothing_fails_to_detach(spans: Spans, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    agent = calculator(tracer_provider=spans.provider)
+    before = trace.get_current_span()
+
+    agent.invoke("What is 2 + 3?", thread_id="t")
+
+    assert trace.get_current_span() is before
+    assert "Failed to detach context" not in caplog.text
+    assert "OpenTelemetry callback" not in caplog.text  # no callback failed
+
+
+def test_the_run_map_is_bounded_and_ends_what_it_drops(spans: Spans, monkeypatch: pytest.MonkeyPatch) -> None:
+    from uuid import uuid4
+
+    import ai_utils.otel._handler as handler_module
+
+    monkeypatch.setattr(handler_module, "MAX_RUNS", 3)
+    handler = OpenTelemetryCallbackHandler(spans.provider)
+    for _ in range(5):  # tool runs that never end (their process died mid-call, say)
+        handler.on_tool_start({"name": "stuck"}, "", run_id=uuid4())
+
+    assert len(spans.named("execute_tool stuck")) == 2  # the two oldest were ended when dropped
