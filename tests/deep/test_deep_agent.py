@@ -265,5 +265,6 @@ def test_a_model_string_goes_through_get_llm_not_deepagents_profiles() -> None:
     assert type(agent.llm) is type(get_llm("local", "llama3.2:3b"))
     assert agent.llm.model_name == "llama3.2:3b"  # type: ignore[attr-defined]
     assert agent.subagents is not None and agent.subagents[0]["model"].model_name == "qwen3:8b"
-    with pytest.raises(UserError, match="openrouter"):
+    # get_llm's own provider (not deepagents' init_chat_model), so its own message: the key it needs.
+    with pytest.raises(UserError, match="ANTHROPIC_API_KEY"):
         DeepAgent(llm="anthropic:claude-sonnet-4-6")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -51,7 +52,7 @@ async def test_approve_answers_destructive_calls_in_code(run: str) -> None:
         middleware=guardrails(approve=approve if run == "sync" else aapprove, on_decision=decisions.append),
     )
 
-    answer = agent.invoke("clean up") if run == "sync" else await agent.ainvoke("clean up")
+    answer = await asyncio.to_thread(agent.invoke, "clean up") if run == "sync" else await agent.ainvoke("clean up")
 
     # No HITL interrupt (and no checkpointer needed): 7 approved and run, 4242 denied and never run.
     assert answer == "finished"

@@ -6,6 +6,7 @@ turn starts. Each test reads every table and every byte of the real SQLite files
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 import time
@@ -83,7 +84,7 @@ async def test_async_runs_and_deep_agents_redact_before_the_first_write_too(tmp_
     deep = DeepAgent(
         llm=FakeChatModel(["ok"]), checkpointer=sqlite_saver(tmp_path / "d.db"), middleware=[guardrails("standard")]
     )
-    assert deep.invoke(f"token {text}", thread_id="t") == "ok"
+    assert await asyncio.to_thread(deep.invoke, f"token {text}", thread_id="t") == "ok"
     assert not _leaks(tmp_path, secret)
 
 

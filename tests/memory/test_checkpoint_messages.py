@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -329,7 +330,7 @@ async def test_agent_threads_in_a_delta_channel_come_back_whole_with_the_saver(t
     saver: Any = SmartCheckpointSaver(inner, llm=static_model("summary")) if backend == "smart" else inner
     call = {"tool_calls": [{"name": "lookup", "args": {"term": "x"}}]}
     agent = Agent(llm=FakeChatModel([call, "a", "b", "c"]), tools=[lookup], checkpointer=saver)
-    _agent_thread(agent)
+    await asyncio.to_thread(_agent_thread, agent)
     expected = agent.get_state("t").values["messages"]
     assert [m.type for m in expected] == ["human", "ai", "tool", "ai", "human", "ai", "human", "ai"]
     config: Any = {"configurable": {"thread_id": "t"}}
