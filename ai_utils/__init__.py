@@ -161,6 +161,7 @@ _LAZY: dict[str, str] = {
     "guardrails": "ai_utils.guard",
     "hash_canonical": "ai_utils.gateway",
     "jev_route_classifier": "ai_utils.routing",
+    "langgraph_api_routes": "ai_utils.server",
     "load_faiss_store": "ai_utils.rag",
     "log_chunk": "ai_utils.streaming",
     "memory_context": "ai_utils.recall",
@@ -361,7 +362,7 @@ if TYPE_CHECKING:
         jev_route_classifier,
         resolve_model_route,
     )
-    from ai_utils.server import agent_routes, session_routes
+    from ai_utils.server import agent_routes, langgraph_api_routes, session_routes
     from ai_utils.sessions import (
         Session,
         SessionStore,
@@ -533,6 +534,7 @@ __all__ = [
     "guardrails",
     "hash_canonical",
     "jev_route_classifier",
+    "langgraph_api_routes",
     "load_faiss_store",
     "log_chunk",
     "memory_context",
