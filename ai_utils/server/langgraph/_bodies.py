@@ -161,8 +161,13 @@ def parse_run(body: Mapping[str, Any]) -> RunBody:
     if has_input:
         text, message_id = new_input(body["input"])
     else:
-        if not isinstance(command, Mapping) or set(command) - {"resume"}:
+        # RemoteGraph sends the whole `Command` (`asdict`): its unset `graph`/`update`/`goto` are empty, not asks.
+        if not isinstance(command, Mapping) or any(
+            key != "resume" and value not in (None, [], {}, "") for key, value in command.items()
+        ):
             refuse(400, '`command` supports only `resume` here ({"resume": ...}); `goto` and `update` are not served.')
+        if not set(command) <= {"resume", "goto", "update", "graph"}:
+            refuse(400, "`command` takes `resume` (and empty `goto`, `update`, `graph`).")
         decision, decisions = resume_decisions(command.get("resume"))
     modes = parse_stream_modes(body["stream_mode"]) if body.get("stream_mode") is not None else ("values",)
     on_disconnect = _choice(body, "on_disconnect", ("cancel", "continue"), "continue")
