@@ -90,11 +90,14 @@ def slow_lookup(key: str) -> str:
 
 
 def _said(messages: list[BaseMessage]) -> str:
-    return next((str(m.content) for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+    """The user's last message (a continued turn's ``[system note]`` for the model is not the user's)."""
+    said = (str(m.content) for m in reversed(messages) if isinstance(m, HumanMessage))
+    return next((text for text in said if not text.startswith("[system note]")), "")
 
 
 def reply(messages: list[BaseMessage], tools: list[Any]) -> Any:
     said = _said(messages)
+    messages = [m for m in messages if not str(m.content).startswith("[system note]")]
     answered = isinstance(messages[-1], ToolMessage)
     words = said.split()
     target = words[-1] if words else "B-42"
