@@ -162,7 +162,7 @@ async def _authenticate(authenticate: Authenticate | None, request: Request) -> 
         refuse(
             401,
             "This endpoint serves no one: the server was set up without `authenticate=`. Pass "
-            "`authenticate=` to agent_routes/session_routes (a function that checks the request and returns an "
+            "`authenticate=` to agent_routes/session_routes/langgraph_api_routes (a function that checks the request and returns an "
             "Actor).",
         )
     actor = actor_of(await maybe_await(authenticate(request)))

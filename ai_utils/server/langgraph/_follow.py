@@ -185,7 +185,7 @@ class Thread:
         if metadata:
             yield frames([("metadata", {"run_id": turn.turn_id, "attempt": 1})], None)
         start = await run_start(self.store, self.thread_id, turn.turn_id)
-        ended = False
+        ended = sent_end = False
         try:
             async for cursor, chunk in self.lines(session, turn.turn_id, start):
                 if parts.needs_state:
@@ -195,12 +195,13 @@ class Thread:
                     ended = True
                     out.append(("end", None))
                 if out and cursor > after:
+                    sent_end = ended
                     yield frames(out, cursor)
         except Exception as exc:  # a failure after the first frame: the stream's last event says so
             event = failure_event(exc)
             yield frames([("error", {"error": event["type"], "message": event["message"]}), ("end", None)], None)
             return
-        if not ended:
+        if not sent_end:  # a rejoin after the run's last line still learns that the run is over
             yield frames([("end", None)], None)
 
     async def wait(self, session: Any, turn: TurnInfo) -> None:

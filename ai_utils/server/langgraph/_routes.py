@@ -25,9 +25,9 @@ from ai_utils.server._request import (
     actor_key,
     failure_response,
     parse_cursor,
+    endpoint,
     read_json,
     refuse,
-    route,
 )
 from ai_utils.server._respond import EventStreamResponse
 from ai_utils.server.langgraph import _schema as schema
@@ -80,6 +80,7 @@ _CODES = {
     415: "unsupported_media_type",
 }
 _PREFIXES = ("assistants", "threads", "runs", "crons", "store")
+_EVERYTHING = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 _log = logging.getLogger("ai_utils.server")
 
 Handler = Callable[[Request, Actor], Awaitable[Response]]
@@ -87,7 +88,10 @@ Handler = Callable[[Request, Actor], Awaitable[Response]]
 
 def _error(exc: Exception) -> Response:
     """The JSON error object plus the LangGraph API's ``code``; ``x-request-id`` names a logged failure."""
-    response = failure_response(exc)
+    return _with_code(failure_response(exc))
+
+
+def _with_code(response: JSONResponse) -> Response:
     body = json.loads(bytes(response.body))
     body["code"] = _CODES.get(response.status_code, "internal_error")
     if response.status_code == 409:
@@ -453,12 +457,7 @@ class _Api:
 
     async def unsupported(self, request: Request, actor: Actor) -> Response:
         """Any other path under the API's prefixes: a JSON 404 naming what is served."""
-        refuse(
-            404,
-            f"{request.method} {request.url.path} is not served by this LangGraph API. It serves: "
-            + "; ".join(SUPPORTED)
-            + ".",
-        )
+        refuse(404, "This path is not served by this LangGraph API; it serves: " + "; ".join(SUPPORTED) + ".")
 
 
 def _check(agents: Any, sessions: Any) -> dict[str, Any]:
@@ -567,9 +566,23 @@ def langgraph_api_routes(
         ("/runs/stream", api.runs_stream, ("POST",)),
         ("/runs/wait", api.runs_wait, ("POST",)),
     ]
-    routes = [route(path, h(fn), methods, authenticate, f"langgraph:{path}") for path, fn, methods in table]
-    everything = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+    routes = [_route(path, h(fn), methods, authenticate, f"langgraph:{path}") for path, fn, methods in table]
     for prefix in _PREFIXES:
         for path in (f"/{prefix}", f"/{prefix}/{{rest:path}}"):
-            routes.append(route(path, h(api.unsupported), everything, authenticate, f"langgraph:unsupported:{path}"))
+            routes.append(_route(path, h(api.unsupported), _EVERYTHING, authenticate, f"langgraph:unsupported:{path}"))
     return routes
+
+
+def _route(
+    path: str, handler: Handler, methods: tuple[str, ...], authenticate: Authenticate | None, name: str
+) -> Route:
+    """The house's route (JSON 405, ``authenticate`` first), its errors with the LangGraph API's ``code`` too."""
+    inner = endpoint(handler, methods, authenticate)
+
+    async def run(request: Request) -> Response:
+        response = await inner(request)
+        if response.status_code >= 400 and isinstance(response, JSONResponse):
+            return _with_code(response)
+        return response
+
+    return Route(path, run, methods=list(_EVERYTHING), name=name)
