@@ -23,9 +23,9 @@ from ai_utils.server._request import (
     Authenticate,
     RequestError,
     actor_key,
+    endpoint,
     failure_response,
     parse_cursor,
-    endpoint,
     read_json,
     refuse,
 )

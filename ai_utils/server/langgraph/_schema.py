@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
-
-from langgraph_sdk.schema import Assistant, Checkpoint, Interrupt, Run, Thread, ThreadState, ThreadStatus
+from typing import TYPE_CHECKING, Any, cast
 
 from ai_utils.server.langgraph._messages import values_dict
 from ai_utils.server.langgraph._parts import RunStatus, run_status
 from ai_utils.server.langgraph._tables import RunRow, ThreadRow, TurnInfo
+
+if TYPE_CHECKING:  # the shapes only: the routes never need langgraph-sdk installed
+    from langgraph_sdk.schema import Assistant, Checkpoint, Interrupt, Run, Thread, ThreadState, ThreadStatus
 
 __all__ = ["assistant", "interrupts_of", "iso", "run", "thread", "thread_state", "turn_status"]
 
@@ -27,7 +28,7 @@ def assistant(name: str, agent: Any, created: float) -> Assistant:
     """The assistant of an agent: its name is the assistant id and the graph id."""
     description = getattr(agent, "describe", None)
     return cast(
-        Assistant,
+        "Assistant",
         {
             "assistant_id": name,
             "graph_id": name,
@@ -67,11 +68,11 @@ def run(turn: TurnInfo, thread_id: str, record: RunRow | None, default_assistant
     }
     if turn.stop_reason == "cancelled":
         body["cancel_reason"] = "cancelled"
-    return cast(Run, body)
+    return cast("Run", body)
 
 
 def _interrupt(item: Any) -> Interrupt:
-    return cast(Interrupt, {"value": values_dict({"v": item.value}, {})["v"], "id": str(item.id)})
+    return cast("Interrupt", {"value": values_dict({"v": item.value}, {})["v"], "id": str(item.id)})
 
 
 def interrupts_of(snapshot: Any) -> list[Interrupt]:
@@ -119,7 +120,7 @@ def thread_state(snapshot: Any, thread_id: str, human_ids: Mapping[str, str]) ->
             "tasks": [],
             "interrupts": [],
         }
-        return cast(ThreadState, state)
+        return cast("ThreadState", state)
     metadata = values_dict(snapshot.metadata or {}, human_ids)
     state = {
         "values": values_dict(snapshot.values, human_ids),
@@ -131,7 +132,7 @@ def thread_state(snapshot: Any, thread_id: str, human_ids: Mapping[str, str]) ->
         "tasks": [_task(t, human_ids) for t in snapshot.tasks],
         "interrupts": interrupts_of(snapshot),
     }
-    return cast(ThreadState, state)
+    return cast("ThreadState", state)
 
 
 def thread(row: ThreadRow, busy: bool, snapshot: Any, last: TurnInfo | None, human_ids: Mapping[str, str]) -> Thread:
@@ -157,7 +158,7 @@ def thread(row: ThreadRow, busy: bool, snapshot: Any, last: TurnInfo | None, hum
         "values": values,
         "interrupts": interrupts,
     }
-    return cast(Thread, body)
+    return cast("Thread", body)
 
 
 def last_ended(turns: Sequence[TurnInfo]) -> TurnInfo | None:

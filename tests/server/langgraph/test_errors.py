@@ -5,6 +5,7 @@ validated whole, unserved endpoints are a 404 naming the served ones, and no cre
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,10 @@ def test_unknown_assistants_threads_and_runs_are_json_404s(http: httpx.Client, t
     refused(http.post(f"/threads/{thread_id}/runs/no-such-run/cancel", headers=ALICE), 404)
 
 
+def run_with(**fields: Any) -> bytes:
+    return json.dumps({**RUN, **fields}).encode()
+
+
 @pytest.mark.parametrize(
     ("name", "content", "headers", "status", "says"),
     [
@@ -68,42 +73,12 @@ def test_unknown_assistants_threads_and_runs_are_json_404s(http: httpx.Client, t
         ("no content type", b"{}", ALICE, 415, "application/json"),
         ("an unknown field", f'{{"assistant_id": "support", "{MARKER}": 1}}'.encode(), JSON, 400, "Unknown field"),
         ("neither input nor command", b'{"assistant_id": "support"}', JSON, 400, "`input`"),
-        (
-            "a stream mode of a wrong type",
-            b'{"assistant_id": "support", "input": {"messages": [{"role": "user", "content": "hi"}]}, "stream_mode": 5}',
-            JSON,
-            400,
-            "`stream_mode`",
-        ),
-        (
-            "an unserved stream mode",
-            b'{"assistant_id": "support", "input": {"messages": [{"role": "user", "content": "hi"}]}, "stream_mode": "debug"}',
-            JSON,
-            400,
-            "'debug'",
-        ),
-        (
-            "a webhook",
-            b'{"assistant_id": "support", "input": {"messages": [{"role": "user", "content": "hi"}]}, "webhook": "http://x"}',
-            JSON,
-            400,
-            "webhook",
-        ),
+        ("a stream mode of a wrong type", run_with(stream_mode=5), JSON, 400, "`stream_mode`"),
+        ("an unserved stream mode", run_with(stream_mode="debug"), JSON, 400, "'debug'"),
+        ("a webhook", run_with(webhook="http://x"), JSON, 400, "webhook"),
         ("a goto command", b'{"assistant_id": "support", "command": {"goto": "tools"}}', JSON, 400, "`resume`"),
-        (
-            "a strategy of no kind",
-            b'{"assistant_id": "support", "input": {"messages": [{"role": "user", "content": "hi"}]}, "multitask_strategy": "x"}',
-            JSON,
-            400,
-            "`multitask_strategy`",
-        ),
-        (
-            "an assistant id with a newline",
-            b'{"assistant_id": "support\\n", "input": {"messages": [{"role": "user", "content": "hi"}]}}',
-            JSON,
-            400,
-            "`assistant_id`",
-        ),
+        ("a strategy of no kind", run_with(multitask_strategy="x"), JSON, 400, "`multitask_strategy`"),
+        ("an assistant id with a newline", run_with(assistant_id="support\n"), JSON, 400, "`assistant_id`"),
     ],
 )
 def test_malformed_run_bodies_are_json_400s(
