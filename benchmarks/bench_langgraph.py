@@ -80,6 +80,10 @@ class Clients:
         self.thread_id = ""
         self.session_id = ""
 
+    def fresh(self) -> None:
+        """Forget the clients: each metric runs in its own event loop, and clients belong to theirs."""
+        self.sdk = self.http = None
+
     def _ready(self) -> tuple[Any, httpx.AsyncClient]:
         if self.sdk is None or self.http is None:
             from langgraph_sdk import get_client
@@ -131,6 +135,7 @@ def metrics() -> list[Metric]:
     clients = Clients()
 
     def first_event(session: Session) -> tuple[float, float]:
+        clients.fresh()
         m = session.medians(
             {"sdk": clients.sdk_turn, "ndjson": clients.ndjson_turn},
             {"sdk": clients.new_thread, "ndjson": clients.new_session},
@@ -139,6 +144,7 @@ def metrics() -> list[Metric]:
         return m["sdk"] * 1e3, m["ndjson"] * 1e3
 
     def total(session: Session) -> tuple[float, float]:
+        clients.fresh()
         m = session.medians(
             {"sdk": clients.sdk_turn, "ndjson": clients.ndjson_turn},
             {"sdk": clients.new_thread, "ndjson": clients.new_session},

@@ -1,8 +1,9 @@
 """LangGraph API request bodies -> what a route needs (pure functions of the parsed JSON; 400 on anything else).
 
 The keys are the ones ``langgraph-sdk`` (Python and JS) sends. A key that asks for a LangGraph Server feature
-these routes do not have (``webhook``, ``interrupt_before``, ``checkpoint`` time travel, ``after_seconds``, a
-``command`` with ``goto``/``update``...) is refused with a 400 naming it, never silently dropped. ``config``,
+these routes do not have (``webhook``, ``interrupt_before``, ``checkpoint`` time travel to an earlier checkpoint,
+``after_seconds``, a ``command`` with ``goto``/``update``...) is refused with a 400 naming it, never silently
+dropped. ``config``,
 ``durability``, ``stream_resumable``, ``feedback_keys``-free tracing keys are accepted and do not change the
 run: a thread's runs always use its session's config, are stored before they are acknowledged and can
 always be rejoined.
@@ -69,8 +70,6 @@ _UNSUPPORTED = {
     "interrupt_after": "breakpoints (`interrupt_after`): use a tool approval (`interrupt_on`) instead",
     "feedback_keys": "`feedback_keys`",
     "webhook": "webhooks (`webhook`): poll `GET /threads/{id}/runs/{run_id}` or `join` instead",
-    "checkpoint": "time travel (`checkpoint`): the thread continues from its last state",
-    "checkpoint_id": "time travel (`checkpoint_id`): the thread continues from its last state",
     "after_seconds": "scheduled runs (`after_seconds`)",
 }
 
@@ -118,6 +117,31 @@ def parse_stream_modes(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(modes))
 
 
+def _checkpoint_id(body: Mapping[str, Any]) -> str | None:
+    """The checkpoint a run names (``checkpoint`` or ``checkpoint_id``); `start_run` allows only the thread's head.
+
+    ``useStream`` with ``fetchStateHistory`` sends the thread's head checkpoint with every run: continuing from it
+    is what a run does anyway. Any other checkpoint is time travel (refused there, never ignored).
+    """
+    checkpoint = body.get("checkpoint")
+    given = body.get("checkpoint_id")
+    if checkpoint is not None:
+        if not isinstance(checkpoint, Mapping) or set(checkpoint) - {
+            "checkpoint_id",
+            "checkpoint_ns",
+            "checkpoint_map",
+            "thread_id",
+        }:
+            refuse(400, "`checkpoint` must be a checkpoint object ({checkpoint_id, checkpoint_ns, checkpoint_map}).")
+        if checkpoint.get("checkpoint_ns") not in (None, "") or checkpoint.get("checkpoint_map"):
+            refuse(400, "This server does not support runs from a subgraph's checkpoint (`checkpoint_ns`).")
+        inner = checkpoint.get("checkpoint_id")
+        if given is not None and inner is not None and inner != given:
+            refuse(400, "`checkpoint_id` and `checkpoint.checkpoint_id` name different checkpoints; send one.")
+        given = given if given is not None else inner
+    return None if given is None else check_id(given, "checkpoint_id")
+
+
 @dataclass(frozen=True, slots=True)
 class RunBody:
     """A run request: the assistant, the new input or the resume answer, and how to run and stream it."""
@@ -135,6 +159,7 @@ class RunBody:
     multitask_strategy: MultitaskStrategy = "reject"
     create_thread: bool = False
     cancel_on_disconnect: bool = False
+    checkpoint_id: str | None = None
 
     @property
     def resuming(self) -> bool:
@@ -193,6 +218,7 @@ def parse_run(body: Mapping[str, Any]) -> RunBody:
         multitask_strategy=strategy,  # type: ignore[arg-type]
         create_thread=if_not_exists == "create",
         cancel_on_disconnect=on_disconnect == "cancel",
+        checkpoint_id=_checkpoint_id(body),
     )
 
 
@@ -228,7 +254,7 @@ def parse_limit(value: Any, default: int, what: str = "limit", most: int = 1000)
     """A whole number from 0 to ``most`` (a query value as text too); 400 otherwise."""
     if value is None:
         return default
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 10:  # never int("²")
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
         refuse(400, f"`{what}` must be a whole number from 0 to {most}.")

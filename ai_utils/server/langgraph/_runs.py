@@ -66,6 +66,18 @@ async def _thread_row(tables: Tables, store: Any, thread_id: str | None, owner: 
     return row
 
 
+async def _check_head(thread: Thread, checkpoint_id: str) -> None:
+    """A run may name the thread's current checkpoint (``useStream`` does), never an earlier one."""
+    snapshot = await thread.snapshot()
+    head = (snapshot.config or {}).get("configurable", {}).get("checkpoint_id") if snapshot.created_at else None
+    if checkpoint_id != head:
+        refuse(
+            400,
+            "This server does not support time travel (`checkpoint` other than the thread's current one): the "
+            "thread continues from its last state; send no checkpoint, or the one GET /threads/{id}/state shows.",
+        )
+
+
 async def _check_resume(thread: Thread, body: RunBody) -> None:
     """A resume for an idle thread must answer what waits (the decision mapper's `UserError` is a 400)."""
     if await thread.io(thread.store.busy, thread.thread_id):
@@ -120,6 +132,8 @@ async def start_run(
     ctx = await run_context(context, request, actor, RunRequest(context=body.context, has_context=body.has_context))
     session = await blocking(store, lambda: agent.session(row.thread_id, context=ctx))
     thread = Thread(agent, tables, row.thread_id)
+    if body.checkpoint_id is not None:
+        await _check_head(thread, body.checkpoint_id)
     if body.resuming:
         await _check_resume(thread, body)
     turn = await _accept(thread, session, body)

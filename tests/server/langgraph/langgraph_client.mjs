@@ -4,7 +4,7 @@
 //
 // A thread, a streamed run whose tool call waits for approval (values, updates, messages-tuple), the interrupt
 // read as useStream reads it (`values.__interrupt__`), the run resumed with `command: {resume: ...}`, the
-// thread's history as useStream fetches it, and a rejoin of the first run (joinStream with lastEventId).
+// thread's history as useStream fetches it (the resume names the head checkpoint, as useStream does), and a rejoin of the first run (joinStream with lastEventId).
 const config = JSON.parse(process.argv[2]);
 const { Client } = await import(config.module);
 const client = new Client({ apiUrl: config.url, apiKey: config.apiKey });
@@ -28,10 +28,15 @@ const values = first.filter((e) => e.event === "values").map((e) => e.data);
 const interrupt = values.at(-1).__interrupt__;
 const stateWhileWaiting = await client.threads.getState(thread.thread_id);
 
+// useStream with fetchStateHistory sends the thread head's checkpoint (without thread_id) with every run.
+const head = { ...stateWhileWaiting.checkpoint };
+delete head.thread_id;
 const second = await collect(
   client.runs.stream(thread.thread_id, "support", {
     command: { resume: { decisions: [{ type: "approve" }] } },
     streamMode: ["values", "messages-tuple"],
+    checkpoint: head,
+    onDisconnect: "cancel",
   }),
 );
 const history = await client.threads.getHistory(thread.thread_id, { limit: 10 });

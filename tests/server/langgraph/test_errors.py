@@ -100,6 +100,8 @@ def test_ids_and_last_event_id_are_validated_whole(http: httpx.Client, thread_id
     run_id = http.post(f"/threads/{thread_id}/runs", json=RUN, headers=ALICE).json()["run_id"]
     http.get(f"/threads/{thread_id}/runs/{run_id}/join", headers=ALICE)
     refused(http.get(f"/threads/{thread_id}/runs/{run_id}%0A/join", headers=ALICE), 400, "`run_id`")
+    for limit in ("%C2%B2", "1" * 5000, "-1", "1001"):  # "²" is a digit to Python, not a number
+        refused(http.get(f"/threads/{thread_id}/runs?limit={limit}", headers=ALICE), 400, "`limit`")
     for bad in ("-1", "1.5", "9223372036854775808", MARKER):
         stream = http.get(f"/threads/{thread_id}/runs/{run_id}/stream", headers={**ALICE, "last-event-id": bad})
         refused(stream, 400, "`Last-Event-ID`")
@@ -165,3 +167,15 @@ def test_bad_options_are_user_errors(tmp_path: Path, lg_store: SessionStore) -> 
         langgraph_api_routes({}, sessions=lg_store)
     with pytest.raises(UserError, match="assistant id 'a b'"):
         langgraph_api_routes({"a b": support_agent(lg_store)}, sessions=lg_store)
+
+
+def test_a_run_may_name_the_threads_current_checkpoint_never_an_earlier_one(url: str) -> None:
+    with get_sync_client(url=url, api_key="alice-key") as client:
+        tid = client.threads.create()["thread_id"]
+        client.runs.wait(tid, "support", input=RUN["input"])
+        head = client.threads.get_state(tid)["checkpoint"]
+        earlier = client.threads.get_history(tid, limit=3)[-1]["checkpoint"]
+        with pytest.raises(BadRequestError, match="time travel"):
+            client.runs.create(tid, "support", input=RUN["input"], checkpoint=earlier)
+        done = client.runs.wait(tid, "support", input=RUN["input"], checkpoint=head)  # what useStream sends
+        assert done["messages"][-1]["content"] == "B-42 is shipped." and len(done["messages"]) == 8
