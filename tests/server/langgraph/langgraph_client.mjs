@@ -1,12 +1,12 @@
 // Drives ai_utils' LangGraph API with the real JS client (@langchain/langgraph-sdk's Client) and prints a JSON report.
 //
-//   node langgraph_client.mjs '{"url": "http://127.0.0.1:PORT", "apiKey": "...", "module": "file:///.../index.js"}'
+//   node langgraph_client.mjs '{"url": "http://127.0.0.1:PORT", "apiKey": "...", "modules": {"langgraph": "file:///.../index.js"}}'
 //
 // A thread, a streamed run whose tool call waits for approval (values, updates, messages-tuple), the interrupt
 // read as useStream reads it (`values.__interrupt__`), the run resumed with `command: {resume: ...}`, the
 // thread's history as useStream fetches it (the resume names the head checkpoint, as useStream does), and a rejoin of the first run (joinStream with lastEventId).
 const config = JSON.parse(process.argv[2]);
-const { Client } = await import(config.module);
+const { Client } = await import(config.modules.langgraph);
 const client = new Client({ apiUrl: config.url, apiKey: config.apiKey });
 
 async function collect(stream) {

@@ -4,32 +4,12 @@ a streamed run whose tool call waits for approval, the interrupt as ``useStream`
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-from _services import require_node_package
 
-
-def run_node(url: str) -> Any:
-    module = require_node_package("@langchain/langgraph-sdk/dist/index.js").as_uri()
-    script = Path(__file__).parent / "langgraph_client.mjs"
-    config = {"url": url, "apiKey": "alice-key", "module": module}
-    proc = subprocess.run(
-        ["node", str(script), json.dumps(config)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "LANGGRAPH_API_KEY": ""},
-    )
-    assert proc.returncode == 0, f"node failed:\n{proc.stdout}\n{proc.stderr}"
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def test_the_js_client_streams_an_approval_and_resumes_it(url: str) -> None:
-    report = run_node(url)
+def test_the_js_client_streams_an_approval_and_resumes_it(url: str, node: Callable[[str, dict[str, Any]], Any]) -> None:
+    report = node("langgraph/langgraph_client.mjs", {"url": url, "apiKey": "alice-key"})
     assert report["runId"]
     assert report["firstEvents"][0] == "metadata" and report["firstEvents"][-1] == "end"
     (request,) = report["interrupt"]
