@@ -19,7 +19,7 @@ from _harness import Metric, Session
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 
-from ai_utils import Agent
+from ai_utils import ActionRegistry, Agent, define_action
 from ai_utils.client import ToolEvent
 from ai_utils.streaming import andjson_lines, encode_chunk
 from ai_utils.streaming._ag_ui import AgUiEncoder
@@ -125,6 +125,7 @@ def metrics() -> list[Metric]:
             unit="µs",
             note="9 text chunks + 1 tool event, per chunk; encode_chunk adds the newline and the fallback.",
         ),
+        _actions_metric(),
     ]
 
 
@@ -176,3 +177,40 @@ def encoder_metrics(start: ToolEvent, mixed: list[Any]) -> list[Metric]:
             )
         )
     return rows
+
+
+def _actions_metric() -> Metric:
+    """The actions agent's stream against the plain Agent's: the same turn and the same 200 text chunks.
+
+    The actions run adds its middleware (a system prompt with the actor's actions, the reply's directives parsed
+    and validated) and the chunk adapter's line filter on every text chunk.
+    """
+    actions_model, plain_model = scripted_model(LONG_REPLY), scripted_model(LONG_REPLY)
+    registry = ActionRegistry([define_action(id="ticket.summarize", description="Summarize a ticket.", risk="safe")])
+    actions_agent = Agent(llm=actions_model, tools=[add], actions=registry)
+    plain_agent = Agent(llm=plain_model, tools=[add])
+
+    def reset() -> None:
+        forget_calls(actions_model)
+        forget_calls(plain_model)
+
+    async def with_actions() -> None:
+        lines = [encode_chunk(chunk) async for chunk in actions_agent.astream(PLAIN_PROMPT, actor={"user_id": "u"})]
+        assert len(lines) == CHUNKS, len(lines)
+
+    async def plain() -> None:
+        lines = [encode_chunk(chunk) async for chunk in plain_agent.astream(PLAIN_PROMPT)]
+        assert len(lines) == CHUNKS, len(lines)
+
+    def per_chunk(session: Session) -> tuple[float, float]:
+        m = session.medians({"ours": with_actions, "anchor": plain}, {"ours": reset, "anchor": reset})
+        return m["ours"] / CHUNKS * 1e6, m["anchor"] / CHUNKS * 1e6
+
+    return Metric(
+        "actions agent stream µs/chunk: Agent(actions=...).astream / Agent.astream (report)",
+        measure=per_chunk,
+        target=None,
+        unit="µs/chunk",
+        note=f"{CHUNKS}-word answer, same model and tool, no checkpointer; the actions run adds its middleware "
+        "(system prompt with the actor's actions, directive parsing and validation) and the line filter per chunk.",
+    )

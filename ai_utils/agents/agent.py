@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import dataclasses
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Never, cast, overload
 
 from langchain.agents import create_agent
@@ -13,13 +14,17 @@ from pydantic import BaseModel
 from typing_extensions import TypeVar, Unpack
 
 from ai_utils._run.args import check_store, keyword_names, reject_unknown
-from ai_utils._run.calls import Interrupt, ModelT, RunCall, RunOptions, RunResult
+from ai_utils._run.calls import Interrupt, ModelT, RunCall, RunOptions, RunResult, StreamOptions, chunk_adapter
 from ai_utils._run.hitl import hitl_middleware
+from ai_utils._run.record import AgentRun
 from ai_utils._run.repair import ModelCallRepair
 from ai_utils._run.runner import Graph
 from ai_utils._run.setup import Wrapper, WrapperOptions
 from ai_utils._run.state import AgentState
+from ai_utils._run.toolloop import FollowupToolChoice, ToolErrors
+from ai_utils.agents._actions import ActionsMiddleware, ActionsRun, PromptFunction, check_max_actions, start
 from ai_utils.agents._hooks import AfterToolCall, BeforeToolCall, OnProviderError, ShouldBreakEarly, ToolLoopHooks
+from ai_utils.client import StreamChunk
 from ai_utils.exceptions import UserError
 from ai_utils.guard._trust import TRUST_INSTRUCTION, context_trust_middleware
 from ai_utils.tools._mcp_config import MCPServer
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
     from langgraph.types import Checkpointer
 
+    from ai_utils._run.record import TraceSink
     from ai_utils.gateway.actions import ActionRegistry, DirectiveResult
     from ai_utils.routing.modes import ModeRouter
     from ai_utils.sessions._store import SessionStore
@@ -45,11 +51,14 @@ OutputT = TypeVar(
 class AgentOptions(WrapperOptions, total=False):
     """The `Agent` constructor options besides ``output`` and ``actions`` (which pick the answer type)."""
 
+    prompt: str | Sequence[str] | PromptFunction | None
+    max_actions: int | None
     before_tool_call: BeforeToolCall | None
     after_tool_call: AfterToolCall | None
     should_break_early: ShouldBreakEarly | None
     on_provider_error: OnProviderError | None
     max_iterations: int | None
+    decide_followup_tool_choice: FollowupToolChoice | None
     durability: Durability
     modes: ModeRouter | None
     sessions: SessionStore | None
@@ -90,7 +99,23 @@ class Agent(Wrapper[OutputT]):
         after_tool_call: ``(name, result)``, called after each tool.
         should_break_early: ``(iteration) -> bool``, asked before each further model call.
         on_provider_error: ``(error, iteration)``, called when a model call fails (the error still propagates).
-        max_iterations: at most this many model calls per run; the last one may not call tools.
+        max_iterations: after this many model calls of a turn that asked for tools (default 5), the next call
+            gets ``tool_choice="none"`` and must answer (a tool call in that answer is dropped); ``None`` lifts
+            the limit. The count is kept on the stored turn: a resumed or continued turn carries it on.
+        decide_followup_tool_choice: ``(iteration, messages) -> "auto" | "required" | "none" | <tool name>``
+            (or ``None`` to leave it), asked before each model call that follows a tool round (``iteration``:
+            the tool rounds so far) and sent as that call's ``tool_choice``; another value is a `UserError`.
+        tool_errors: ``"model"`` (default): an ``Exception`` a tool raises reaches the model as a failed tool
+            result ``"<ExceptionClass>: <message>"`` (secret shapes and ``context`` values redacted, at most
+            2,000 characters; the stream's tool ``end`` chunk has ``"status": "error"``) and the run goes on;
+            ``"raise"``: the exception ends the run.
+        parallel_tools: ``True`` (default): the calls of one model reply run in reply order, calls of tools that
+            do not write at the same time, and a call of a tool with ``writes=True`` (`durable_tool`,
+            ``tool.metadata["writes"]``, the ToolRegistry key ``writes``; with sessions: every tool that is not
+            idempotent) alone. ``False``: every call alone.
+        on_trace: ``fn(AgentTraceEvent)`` (sync or async) for each step of a run: ``started``,
+            ``model.requested``, ``model.responded``, ``tool.started``, ``tool.finished``, ``completed``,
+            ``failed``. A sink that raises is logged and never fails the run.
         callbacks: LangChain callback handlers for every run, e.g. ``[gateway.callback("support", actor=user)]``;
             ``invoke``/``stream`` take more per call.
         actions: an `ActionRegistry`: the answer's ``!>`` action directives are validated against it (for the
@@ -144,7 +169,7 @@ class Agent(Wrapper[OutputT]):
         self,
         *,
         llm: BaseChatModel | str | None = None,
-        prompt: str | None = None,
+        prompt: str | Sequence[str] | PromptFunction | None = None,
         tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry = (),
         checkpointer: Checkpointer = None,
         output: type[BaseModel] | None = None,
@@ -157,11 +182,16 @@ class Agent(Wrapper[OutputT]):
         after_tool_call: AfterToolCall | None = None,
         should_break_early: ShouldBreakEarly | None = None,
         on_provider_error: OnProviderError | None = None,
-        max_iterations: int | None = None,
+        max_iterations: int | None = 5,
+        decide_followup_tool_choice: FollowupToolChoice | None = None,
+        tool_errors: ToolErrors = "model",
+        parallel_tools: bool = True,
+        on_trace: TraceSink | None = None,
         durability: Durability = "sync",
         context_schema: type[Any] | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
         actions: ActionRegistry | None = None,
+        max_actions: int | None = 3,
         modes: ModeRouter | None = None,
         retries: int = 2,
         sessions: SessionStore | None = None,
@@ -174,6 +204,12 @@ class Agent(Wrapper[OutputT]):
             raise UserError(
                 "`actions` reads `!>` directives from the answer text; it cannot be combined with `output`."
             )
+        if max_actions != 3 and actions is None:
+            raise UserError(
+                f"max_actions={max_actions!r} caps action proposals; it needs `actions=ActionRegistry(...)`."
+            )
+        self.max_actions = check_max_actions(max_actions)
+        prompt_fn = prompt if callable(prompt) else None
         self._setup_tools(tools, mcp_server)
         link = None
         if sessions is not None:
@@ -182,13 +218,35 @@ class Agent(Wrapper[OutputT]):
             link = attach("Agent", sessions)
         self._setup_thread(checkpointer, link, interrupt_on, durability)
         self._setup_run(name, describe, context_schema, callbacks, modes)
-        self._setup_model(llm, prompt, output, retries)
+        self._setup_model(llm, None if prompt_fn is not None else prompt, output, retries)
+        with_sessions = self.sessions is not None
+        # Without sessions the tool loop's model-call part rides on the repair step's hook (one hook less).
+        self._setup_tool_loop(
+            tool_errors=tool_errors,
+            parallel_tools=parallel_tools,
+            on_trace=on_trace,
+            max_iterations=max_iterations,
+            decide_followup_tool_choice=decide_followup_tool_choice,
+            model_hook=with_sessions,
+        )
+        self.max_iterations = max_iterations
         self.durability = durability
         self.actions = actions
         self.store = check_store(store, owner="Agent")
         trust = context_trust_middleware(context_trust, owner="Agent")
         self.context_trust = context_trust
         self._trust_instruction = TRUST_INSTRUCTION if trust else None
+        # The system prompt per model call (a prompt function, the actor's actions) and the directives' check.
+        self._actions_step = (
+            ActionsMiddleware(
+                prompt=prompt_fn,
+                registry=actions,
+                max_actions=self.max_actions,
+                model=str(getattr(self.llm, "model_name", None) or getattr(self.llm, "model", "") or ""),
+            )
+            if actions is not None or prompt_fn is not None
+            else None
+        )
         # With sessions the repair step is the session middleware (a ThreadRepair that also lets steers join the
         # turn), first in the stack. Otherwise it is attached to the model call, innermost but for the run
         # guards: no graph node of its own, and outer hooks' commands land after its rewrite (_run/repair.py).
@@ -199,26 +257,32 @@ class Agent(Wrapper[OutputT]):
             from ai_utils.routing._middleware import ModeMiddleware
 
             mode_step = ModeMiddleware(modes)
-        with_sessions = self.sessions is not None
+        # The tool loop first: a call takes its place in its reply's order before any middleware may answer it.
         # Context trust wraps tool results outermost but for the session step, so it wraps what they end as.
-        stack = [*(self._repair if with_sessions else ()), *trust, *middleware]
+        stack = [
+            self._tool_loop,
+            *(self._repair if with_sessions else ()),
+            *trust,
+            # Outermost but for the session step and trust: user middleware inside it sees (and may extend) its prompt.
+            *((self._actions_step,) if self._actions_step is not None else ()),
+            *middleware,
+        ]
         if mode_step is not None and with_sessions:
             stack.append(mode_step)
         hook_fns = (before_tool_call, after_tool_call, should_break_early, on_provider_error)
-        if max_iterations is not None or any(fn is not None for fn in hook_fns):
+        if any(fn is not None for fn in hook_fns):
             stack.append(
                 ToolLoopHooks(
                     before_tool_call=before_tool_call,
                     after_tool_call=after_tool_call,
                     should_break_early=should_break_early,
                     on_provider_error=on_provider_error,
-                    max_iterations=max_iterations,
                 )
             )
         if interrupt_on:
             stack.append(hitl_middleware(interrupt_on))
         if not with_sessions:
-            stack.append(ModelCallRepair(mode_step))
+            stack.append(ModelCallRepair(mode_step, self._tool_loop))
         stack.extend(self._guards)
         self._middleware = stack
         # Without MCP the graph is compiled once; with MCP servers the first run builds it with their tools.
@@ -240,35 +304,107 @@ class Agent(Wrapper[OutputT]):
             name=self.name,
         )
 
-    def _result(self, result: RunResult, actor: Any) -> OutputT | Interrupt:
-        # The overloads tie OutputT to ``output``/``actions``, which decide what the run returns.
-        if self.actions is None or not isinstance(result, str):
-            return cast("OutputT | Interrupt", result)
-        from ai_utils.gateway.actions import validate_directives
+    def _call(
+        self, method: str, input: Any, actor: Any, options: Mapping[str, Any]
+    ) -> tuple[RunCall, ActionsRun | None]:
+        """The run's `RunCall`; with actions or a prompt function, also its `ActionsRun` (carried in its config)."""
+        call = RunCall.of(self._owner, method, input, options)
+        if self._actions_step is None:
+            return call, None
+        run, config = start(actor, options.get("config"), call.record.trace_id)
+        return dataclasses.replace(call, config=config), run
 
-        return cast("OutputT", validate_directives(result, self.actions, actor=actor))
+    def _result(self, result: RunResult, run: ActionsRun | None) -> OutputT | Interrupt:
+        # The overloads tie OutputT to ``output``/``actions``, which decide what the run returns.
+        if self.actions is None or run is None or not isinstance(result, str):
+            return cast("OutputT | Interrupt", result)
+        return cast("OutputT", run.result())
 
     # --- invoke --------------------------------------------------------------------------------------------
 
-    def invoke(self, input: Any = None, *, actor: Any = None, **options: Unpack[RunOptions]) -> OutputT | Interrupt:
+    @overload
+    def invoke(
+        self,
+        input: Any = None,
+        *,
+        actor: Any = None,
+        details: Literal[False] = False,
+        **options: Unpack[RunOptions],
+    ) -> OutputT | Interrupt: ...
+
+    @overload
+    def invoke(
+        self, input: Any = None, *, actor: Any = None, details: Literal[True], **options: Unpack[RunOptions]
+    ) -> AgentRun[OutputT] | Interrupt: ...
+
+    def invoke(
+        self, input: Any = None, *, actor: Any = None, details: bool = False, **options: Unpack[RunOptions]
+    ) -> OutputT | AgentRun[OutputT] | Interrupt:
         """Run one turn (or resume a paused one) to the end.
 
         Args:
             input: the user's message; leave it out to answer a pending approval with ``decision``/``decisions``
                 (``"approve"``, ``"reject"``, ``{"type": "edit", "args": {...}}``, ...) or to continue a run.
             actor: who asked (``Actor`` or mapping); with ``actions``, the policy checks their roles and plan.
+            details: return an `AgentRun` (the answer, the last model message, model calls, the actions the
+                tools proposed, summed usage, model, ``trace_id``) instead of the bare answer; an interrupt is
+                still returned as the interrupt.
             **options: ``thread_id`` (required with a checkpointer), ``context`` (never stored), ``decision``,
                 ``decisions``, ``callbacks`` (for this run, added to the agent's), ``config`` (a LangChain
-                ``RunnableConfig`` merged with ours); see `RunOptions`.
+                ``RunnableConfig`` merged with ours), ``allowed_tools`` (only these tools for this run),
+                ``trace_id`` (the run's id); see `RunOptions`.
 
         Returns:
             The answer text, the ``output`` model instance, a `DirectiveResult` with ``actions``, or an
             interrupt chunk (``{"kind": "interrupt", ...}``) when a tool waits for approval.
         """
-        return self._result(self._invoke(RunCall.of(self._owner, "invoke", input, options)), actor)
+        call, run = self._call("invoke", input, actor, options)
+        return self._answered(self._answer(call, self._result(self._invoke(call), run), details))
+
+    @overload
+    async def ainvoke(
+        self,
+        input: Any = None,
+        *,
+        actor: Any = None,
+        details: Literal[False] = False,
+        **options: Unpack[RunOptions],
+    ) -> OutputT | Interrupt: ...
+
+    @overload
+    async def ainvoke(
+        self, input: Any = None, *, actor: Any = None, details: Literal[True], **options: Unpack[RunOptions]
+    ) -> AgentRun[OutputT] | Interrupt: ...
 
     async def ainvoke(
-        self, input: Any = None, *, actor: Any = None, **options: Unpack[RunOptions]
-    ) -> OutputT | Interrupt:
+        self, input: Any = None, *, actor: Any = None, details: bool = False, **options: Unpack[RunOptions]
+    ) -> OutputT | AgentRun[OutputT] | Interrupt:
         """Async twin of `invoke`."""
-        return self._result(await self._ainvoke(RunCall.of(self._owner, "ainvoke", input, options)), actor)
+        call, run = self._call("ainvoke", input, actor, options)
+        result = self._answer(call, self._result(await self._ainvoke(call), run), details)
+        await call.record.flush()
+        return self._answered(result)
+
+    def stream(
+        self, input: Any = None, *, actor: Any = None, **options: Unpack[StreamOptions]
+    ) -> Iterator[StreamChunk]:
+        """Run one turn (or resume one) and yield its chunks as they come (see `GraphRunner.stream`).
+
+        With ``actions`` the text chunks never show directive lines; each validated action is an
+        ``{"kind": "action", "id", "status", "params"}`` chunk and each follow-up a ``{"kind": "follow_up",
+        "text"}`` chunk, after the text of the reply that proposed them.
+
+        Args:
+            input: as for `invoke`.
+            actor: who asked; with ``actions`` their actions are offered and the policy checks them.
+            **options: as for `invoke`, plus ``show_tool_calls``, ``show_reasoning``, ``show_subagents``.
+        """
+        call, _ = self._call("stream", input, actor, options)
+        return self._stream(call, chunk_adapter(options))
+
+    def astream(
+        self, input: Any = None, *, actor: Any = None, **options: Unpack[StreamOptions]
+    ) -> AsyncIterator[StreamChunk]:
+        """Async twin of `stream`."""
+        call, _ = self._call("astream", input, actor, options)
+        return self._arun_stream(call, chunk_adapter(options))

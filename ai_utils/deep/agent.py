@@ -18,7 +18,9 @@ from ai_utils._run.guards import guard_tool
 from ai_utils._run.repair import REPAIR_NAME, ThreadRepair
 from ai_utils._run.runner import Graph
 from ai_utils._run.setup import Wrapper, WrapperOptions
+from ai_utils._run.toolloop import ToolErrors
 from ai_utils.deep._deepagents import create_deep_agent, supports_execution
+from ai_utils.deep._skills import skills_middleware
 from ai_utils.exceptions import UserError
 from ai_utils.guard._trust import TRUST_INSTRUCTION, context_trust_middleware
 from ai_utils.tools._mcp_config import MCPServer
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
     from langgraph.types import Checkpointer
 
+    from ai_utils._run.record import TraceSink
     from ai_utils.routing.modes import ModeRouter
     from ai_utils.sessions._store import SessionStore
     from ai_utils.tools.registry import ToolRegistry
@@ -59,6 +62,7 @@ def _subagent(spec: Any) -> Any:
 class DeepAgentOptions(WrapperOptions, total=False):
     """The `DeepAgent` constructor options besides ``output`` (which picks the answer type), in deepagents' types."""
 
+    prompt: str | Sequence[str] | None
     backend: BackendProtocol | None
     permissions: Sequence[FilesystemPermission] | None
     agents_md: Sequence[str] | None
@@ -88,7 +92,8 @@ class DeepAgent(Wrapper[OutputT]):
         ```
 
     Args:
-        prompt: the system prompt (deepagents adds its tool instructions after it).
+        prompt: the system prompt, or a list of prompt parts (joined with blank lines); deepagents adds its tool
+            instructions after it.
         llm: the chat model object; defaults to `ai_utils.get_llm()`; a ``"provider:model"`` string is
             ``get_llm(provider, model)``. Subagents use it too unless they name their own (a subagent's
             ``"model"`` string is resolved the same way).
@@ -106,7 +111,9 @@ class DeepAgent(Wrapper[OutputT]):
             ``{"write_file": {"decisions": ["approve", "edit", "reject"], "question": "Write it?"}}``.
         agents_md: paths of AGENTS.md files on the backend, loaded as memory.
         subagents: subagent specs (``{"name", "description", "system_prompt", ...}``) for the ``task`` tool.
-        skills: backend directories holding ``<skill>/SKILL.md`` folders.
+        skills: skills on the backend: a skill's ``SKILL.md`` path or folder (that skill), or a folder holding
+            ``<skill>/SKILL.md`` folders (all of them). An entry that gives no skill is a `UserError` (at
+            construction when the backend can be read then, else at the first run).
         middleware: more middleware, after deepagents' own and the planning middleware.
         store: a LangGraph store (for ``StoreBackend`` and cross-thread memory).
         name: the agent's name (graph name and stream metadata).
@@ -119,6 +126,13 @@ class DeepAgent(Wrapper[OutputT]):
             ``"read_file"``, ``"write_todos"``, ... in ``allowed_tools`` to keep them) and the mode instruction.
         context_trust: ``"enforce"`` wraps every tool result (built-in file tools and ``task`` answers included)
             as a data block in the history, as for `Agent`. Default ``"off"``.
+        tool_errors: ``"model"`` (default: a tool's exception reaches the model as a failed result) or
+            ``"raise"``, as for `Agent` (the main agent's tools; a subagent's failure reaches the main model as
+            the failed result of its ``task`` call).
+        parallel_tools: as for `Agent`: writers (``writes=True``; with sessions, tools that are not idempotent)
+            run alone; ``False`` runs every call alone. DeepAgent has no ``max_iterations``: deepagents keeps its
+            own budget.
+        on_trace: a trace sink, as for `Agent`.
 
     Raises:
         UserError: approval without a checkpointer, a backend class or factory instead of an instance, a bad
@@ -143,7 +157,7 @@ class DeepAgent(Wrapper[OutputT]):
     def __init__(
         self,
         *,
-        prompt: str | None = None,
+        prompt: str | Sequence[str] | None = None,
         llm: BaseChatModel | str | None = None,
         tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry = (),
         output: type[BaseModel] | None = None,
@@ -165,6 +179,9 @@ class DeepAgent(Wrapper[OutputT]):
         retries: int = 2,
         sessions: SessionStore | None = None,
         context_trust: Literal["enforce", "off"] = "off",
+        tool_errors: ToolErrors = "model",
+        parallel_tools: bool = True,
+        on_trace: TraceSink | None = None,
         **unknown: Never,
     ) -> None:
         reject_unknown(unknown, owner="DeepAgent", known=keyword_names(DeepAgent.__init__))
@@ -182,6 +199,7 @@ class DeepAgent(Wrapper[OutputT]):
         self._setup_thread(checkpointer, link, interrupt_on)
         self._setup_run(name, describe, context_schema, callbacks, modes)
         self._setup_model(llm, prompt, output, retries)
+        self._setup_tool_loop(tool_errors=tool_errors, parallel_tools=parallel_tools, on_trace=on_trace)
         self.backend = backend
         self.permissions = list(permissions) if permissions is not None else None
         if backend is not None and self.permissions:
@@ -192,6 +210,7 @@ class DeepAgent(Wrapper[OutputT]):
         self.agents_md = list(agents_md) if agents_md is not None else None
         self.subagents = [_subagent(spec) for spec in subagents] if subagents is not None else None
         self.skills = list(skills) if skills is not None else None
+        self._skills = skills_middleware(skills, backend) if skills is not None else None
         self.middleware = list(middleware)
         self._mode_middleware: list[Any] = []
         if modes is not None:
@@ -254,15 +273,19 @@ class DeepAgent(Wrapper[OutputT]):
             # ThreadRepair has the name of deepagents' PatchToolCallsMiddleware, so it takes that slot.
             middleware=[
                 TodoListMiddleware(),
+                # The tool loop first among ours: each call takes its place in its reply's order before any of
+                # our middleware may answer it (deepagents' own middleware stay outside it).
+                self._tool_loop,
                 # With sessions the session middleware is the repair step (a ThreadRepair that also steers).
                 *self._repair,
                 *self._trust,
                 *self.middleware,
                 *self._mode_middleware,
                 *self._guards,
+                # Takes deepagents' skills slot by name (its sources also reach the general-purpose subagent).
+                *([self._skills] if self._skills is not None else []),
             ],
             subagents=self.subagents,
-            skills=self.skills,
             memory=self.agents_md,
             permissions=self.permissions,
             backend=self.backend,

@@ -17,6 +17,9 @@ Every wrapper (Agent, DeepAgent, JevToolCaller) runs its graph with ``**stream_k
 - original tool output (``context_trust="enforce"``): the custom part `trust_part` that context trust writes
   before it wraps a result is never a chunk; it becomes the ``output`` of that call's tool ``end`` chunk, so the
   stream shows what the tool said while the history holds the wrapped form;
+- actions (``Agent(actions=...)``): the custom parts its middleware writes (`ai_utils.streaming._directives`)
+  become ``action`` / ``follow_up`` chunks, and from the first one on the main agent's text goes through
+  `DirectiveLines`, so no ``!>``/``?>`` line reaches a text chunk;
 - interrupts: ``updates["__interrupt__"]`` at any namespace, deduplicated by interrupt id and emitted
   by ``finish()`` as one chunk (an interrupt ends the run, so it is always the last chunk; collecting
   them first is what turns several pending interrupts into one batch).
@@ -34,6 +37,7 @@ from langgraph.types import Interrupt
 
 from ai_utils.client import CustomEvent, ModeEvent, StreamChunk, SubagentEvent, ToolEvent
 from ai_utils.streaming._closing import Closing
+from ai_utils.streaming._directives import DIRECTIVE_PART, DirectiveLines, directive_chunk
 from ai_utils.streaming._interrupts import interrupt_chunk
 
 __all__ = [
@@ -109,6 +113,7 @@ class ChunkAdapter:
     """
 
     __slots__ = (
+        "_directives",
         "_ended",
         "_fresh",
         "_held",
@@ -144,6 +149,8 @@ class ChunkAdapter:
         # step's rewrite), only these announce tool calls, not the history the rewrite repeats.
         self._fresh: set[str | None] = set()
         self._interrupts: dict[str, Interrupt] = {}
+        # Set once the graph announces an actions run: the main agent's text is then filtered line by line.
+        self._directives: DirectiveLines | None = None
 
     @property
     def interrupts(self) -> list[Interrupt]:
@@ -170,6 +177,13 @@ class ChunkAdapter:
         return []
 
     def _on_custom(self, ns: tuple[str, ...], data: object) -> list[StreamChunk]:
+        if isinstance(data, dict) and DIRECTIVE_PART in data:
+            if ns:
+                return []
+            if self._directives is None:
+                self._directives = DirectiveLines()
+            chunk = directive_chunk(data)
+            return [*self._flush(), chunk] if chunk is not None else self._flush()
         if isinstance(data, dict) and data.get(_MODE_PART) is True:
             # The mode announcement of `Agent(modes=...)`: a mode chunk (with show_tool_calls), never a custom one.
             if not self.show_tool_calls or ns:
@@ -191,7 +205,7 @@ class ChunkAdapter:
         Returns:
             ``[InterruptEvent]``, ``[InterruptBatch]`` or ``[]``.
         """
-        held: list[StreamChunk] = [*self._held]
+        held: list[StreamChunk] = [*self._flush(), *self._held]
         self._held.clear()
         chunk = interrupt_chunk(self.interrupts)
         return held if chunk is None else [*held, chunk]
@@ -214,8 +228,10 @@ class ChunkAdapter:
                 for block in message.content_blocks:
                     if block["type"] == "reasoning" and (reasoning := block.get("reasoning")):
                         out.append({"kind": "reasoning", "text": str(reasoning)})
-            if text := message.text:
-                out.append(text)
+            # With directive filtering (an actions run) a piece may be held back whole, so it can come out empty.
+            shown = message.text if self._directives is None else self._directives.feed(message.text)
+            if shown:
+                out.append(shown)
             return out
         if not ns and isinstance(message, HumanMessage) and STEER_KEY in message.response_metadata:
             return [{"kind": "user_message", "text": message.text, "id": str(message.response_metadata[STEER_KEY])}]
@@ -246,8 +262,13 @@ class ChunkAdapter:
             return [end]
         return []
 
+    def _flush(self) -> list[StreamChunk]:
+        """The held end of the reply that just ended (directive filtering only)."""
+        rest = self._directives.flush() if self._directives is not None else ""
+        return [rest] if rest else []
+
     def _on_updates(self, ns: tuple[str, ...], data: Mapping[str, Any]) -> list[StreamChunk]:
-        out: list[StreamChunk] = []
+        out: list[StreamChunk] = [] if ns or self._directives is None else self._flush()
         for node, update in data.items():
             if node == "__interrupt__":
                 for interrupt in update:

@@ -76,19 +76,19 @@ def test_a_preference_remembered_in_one_thread_is_used_in_another() -> None:
                 ]
             },
             "Noted.",
-            {"tool_calls": [{"name": "memory_search", "args": {"query": "answer style"}}]},
+            {"tool_calls": [{"id": "s1", "name": "memory_search", "args": {"query": "answer style"}}]},
             "Short: LangGraph runs graphs.",
-            {"tool_calls": [{"name": "memory_search", "args": {"query": "answer style"}}]},
+            {"tool_calls": [{"id": "s2", "name": "memory_search", "args": {"query": "answer style"}}]},
             "LangGraph is a library ...",
         ]
     )
     agent = Agent(llm=llm, tools=tools, checkpointer=InMemorySaver(), store=store)
     agent.invoke("Remember: I like concise answers.", thread_id="t1", context={"user_id": "alice"})
     agent.invoke("Explain LangGraph.", thread_id="t2", context={"user_id": "alice"})
-    assert "Prefers concise answers." in _results(llm, 3)["call_3_0"].text
+    assert "Prefers concise answers." in _results(llm, 3)["s1"].text
     # Another user's run (same agent, same store) does not see it.
     agent.invoke("Explain LangGraph.", thread_id="t3", context={"user_id": "carol"})
-    assert _results(llm, 5)["call_5_0"].text == "No matching memories."
+    assert _results(llm, 5)["s2"].text == "No matching memories."
     assert [i.content for i in memory.list_page(ALICE)[0]] == ["Prefers concise answers."]
     assert memory.list_page(ALICE)[0][0].provenance == {"source": "inferred", "actor": "agent"}
 
