@@ -335,3 +335,11 @@ def test_another_users_threads_and_runs_are_not_found(url: str) -> None:
                 call()
             assert refused.value.response.status_code == 404
         assert bob.threads.search() == [] and [t["thread_id"] for t in alice.threads.search()] == [tid]
+
+
+def test_a_thread_less_run_waits_on_a_new_thread_of_the_callers(url: str) -> None:
+    with get_sync_client(url=url, api_key="alice-key") as client:
+        done = client.runs.wait(None, "support", input=USER)
+        assert text_of(done["messages"][-1]) == "B-42 is shipped."
+        (thread,) = client.threads.search()
+        assert thread["values"]["messages"] == done["messages"] and thread["metadata"]["graph_id"] == "support"
