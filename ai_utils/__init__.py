@@ -187,6 +187,7 @@ _LAZY: dict[str, str] = {
     "is_turn_event": "ai_utils.client",
     "is_user_message": "ai_utils.client",
     "jev_route_classifier": "ai_utils.routing",
+    "langgraph_api_routes": "ai_utils.server",
     "load_faiss_store": "ai_utils.rag",
     "log_chunk": "ai_utils.streaming",
     "map_result_to_interrupt": "ai_utils.streaming",
@@ -411,7 +412,7 @@ if TYPE_CHECKING:
         jev_route_classifier,
         resolve_model_route,
     )
-    from ai_utils.server import agent_routes, session_routes
+    from ai_utils.server import agent_routes, langgraph_api_routes, session_routes
     from ai_utils.sessions import (
         Session,
         SessionStore,
@@ -624,6 +625,7 @@ __all__ = [
     "is_turn_event",
     "is_user_message",
     "jev_route_classifier",
+    "langgraph_api_routes",
     "load_faiss_store",
     "log_chunk",
     "map_result_to_interrupt",

@@ -106,7 +106,9 @@ _services = contextlib.ExitStack()
 atexit.register(_services.close)
 
 
-def start_service(cmd: Sequence[str], *, ready_url: str, env: Mapping[str, str] | None = None) -> None:
+def start_service(
+    cmd: Sequence[str], *, ready_url: str, env: Mapping[str, str] | None = None, timeout: float = 60.0
+) -> None:
     """Start a server process (tests/_services.running) that lives until the benchmark process exits."""
     sys.path.insert(0, str(TESTS))
     from _services import running
@@ -114,7 +116,7 @@ def start_service(cmd: Sequence[str], *, ready_url: str, env: Mapping[str, str] 
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         # A terminated benchmark run still stops its servers (atexit does not run on a bare SIGTERM).
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    _services.enter_context(running(cmd, ready_url=ready_url, env=env))
+    _services.enter_context(running(cmd, ready_url=ready_url, env=env, timeout=timeout))
 
 
 def free_port() -> int:

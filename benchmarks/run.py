@@ -38,6 +38,7 @@ MODULES = [
     "bench_routing",
     "bench_modalities",
     "bench_sessions",
+    "bench_langgraph",
     "bench_governance",
     "bench_loops",
     "bench_providers",

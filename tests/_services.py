@@ -59,12 +59,14 @@ def wait_http(url: str, *, timeout: float = 60.0, proc: subprocess.Popen[bytes] 
 
 
 @contextmanager
-def running(cmd: Sequence[str], *, ready_url: str, env: Mapping[str, str] | None = None) -> Iterator[None]:
+def running(
+    cmd: Sequence[str], *, ready_url: str, env: Mapping[str, str] | None = None, timeout: float = 60.0
+) -> Iterator[None]:
     log = tempfile.TemporaryFile()
     proc = subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
     try:
         try:
-            wait_http(ready_url, proc=proc)
+            wait_http(ready_url, timeout=timeout, proc=proc)
         except RuntimeError:
             log.seek(0)
             raise RuntimeError(f"{cmd[0]} failed to start:\n{log.read().decode(errors='replace')[-4000:]}") from None

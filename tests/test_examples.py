@@ -12,7 +12,7 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 # Not standalone scripts: the web apps have their own browser tests; the MCP server is started by mcp_tools.py.
-NOT_RUN = ["durable_chat.py", "fastapi_ndjson.py", "mcp_echo_server.py"]
+NOT_RUN = ["durable_chat.py", "fastapi_ndjson.py", "langgraph_server.py", "mcp_echo_server.py"]
 
 EXPECTED = {
     "demo.py": "In Berlin ist es gerade sonnig",

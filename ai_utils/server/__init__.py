@@ -8,6 +8,9 @@ routes = [*agent_routes(agent, authenticate=check_token), *session_routes(durabl
 app = Starlette(routes=routes)
 ```
 
+`langgraph_api_routes` (``server/langgraph/``) serves durable agents to LangGraph clients (``langgraph-sdk``,
+``RemoteGraph``, ``useStream``).
+
 Imports lazily (PEP 562): the routes need Starlette (extra ``server``), the AG-UI stream ``ag-ui-protocol``.
 """
 
@@ -17,15 +20,17 @@ from typing import TYPE_CHECKING
 
 from ai_utils._lazy import lazy_exports
 
-__all__ = ["agent_routes", "session_routes"]
+__all__ = ["agent_routes", "langgraph_api_routes", "session_routes"]
 
 if TYPE_CHECKING:
     from ai_utils.server._agent import agent_routes
     from ai_utils.server._sessions import session_routes
+    from ai_utils.server.langgraph import langgraph_api_routes
 
 _LAZY = {
     "agent_routes": "ai_utils.server._agent",
     "session_routes": "ai_utils.server._sessions",
+    "langgraph_api_routes": "ai_utils.server.langgraph._routes",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

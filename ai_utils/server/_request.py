@@ -161,9 +161,9 @@ async def _authenticate(authenticate: Authenticate | None, request: Request) -> 
     if authenticate is None:
         refuse(
             401,
-            "This endpoint serves no one: the server was set up without `authenticate=`. Pass "
-            "`authenticate=` to agent_routes/session_routes (a function that checks the request and returns an "
-            "Actor).",
+            "This endpoint serves no one: the server was set up without `authenticate=`. Pass `authenticate=` "
+            "to agent_routes/session_routes/langgraph_api_routes (a function that checks the request and returns "
+            "an Actor).",
         )
     actor = actor_of(await maybe_await(authenticate(request)))
     if actor is None:

@@ -147,6 +147,7 @@ def node() -> Callable[[str, dict[str, Any]], Any]:
     modules = {
         "agui": require_node_package("@ag-ui/client/dist/index.mjs").as_uri(),
         "ai": require_node_package("ai/dist/index.js").as_uri(),
+        "langgraph": require_node_package("@langchain/langgraph-sdk/dist/index.js").as_uri(),
     }
 
     def run(script: str, config: dict[str, Any]) -> Any:
