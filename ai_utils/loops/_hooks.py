@@ -236,12 +236,13 @@ def hooks_from_json(data: object) -> dict[str, list[CommandHook]]:
             raise LoopDefinitionError(f"hooks[{str(event)[:40]!r}] must be a list, got {repr(items)[:80]}.")
         hooks = []
         for index, item in enumerate(items):
-            fields = fields_of(item, where=f"hooks[{str(event)[:40]!r}][{index}]", allowed=_COMMAND_FIELDS)
-            if fields.get("type") != "command":
+            kind = item.get("type") if isinstance(item, Mapping) else None
+            if kind != "command":
                 raise LoopDefinitionError(
-                    f"hooks[{str(event)[:40]!r}][{index}] has type {repr(fields.get('type'))[:40]}; a JSON definition "
+                    f"hooks[{str(event)[:40]!r}][{index}] has type {repr(kind)[:40]}; a JSON definition "
                     "can only declare command hooks ({'type': 'command', 'argv': [...]})."
                 )
+            fields = fields_of(item, where=f"hooks[{str(event)[:40]!r}][{index}]", allowed=_COMMAND_FIELDS)
             argv = fields.get("argv")
             if not isinstance(argv, list):
                 raise LoopDefinitionError(f"hooks[{str(event)[:40]!r}][{index}].argv must be a list.")

@@ -9,10 +9,14 @@ Gate rules (a decision answers a gate; ``gate_id`` is in the interrupt chunk):
   never approve a gate its sender has not seen.
 - Either way the store claims the gate atomically first (`LoopRunStore.claim`), so two processes answering one
   gate — or one answer arriving twice at once — run the gated call once; the loser gets `UserError`.
+- The claimed decision is kept with the run (state ``approval_approved``, then ``resuming``) until the run moves
+  past the gate. A process that dies in between leaves the checkpoint still waiting at the gate; a call with
+  neither input nor decision then resumes it with the kept decision (the run is never stuck, and never asks again).
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -51,7 +55,7 @@ def run_id_of(values: Mapping[str, Any], thread_id: str) -> str:
 class Plan:
     """One call, decided before anything runs."""
 
-    action: str  # "start" | "decide" | "continue"
+    action: str  # "start" | "decide" | "continue" | "recover"
     graph_input: Any
     run_id: str
     thread_id: str
@@ -118,6 +122,10 @@ def plan_call(
         if snapshot.next and not snapshot.interrupts:
             # A run cut short (a raising tool, a crash): go on from its last stored step.
             return Plan("continue", None, run_id_of(snapshot.values, thread_id), thread_id)
+        if snapshot.interrupts:
+            # Maybe a decision was claimed and its process died before the gate was passed: `begin` looks.
+            waiting = [gate_of(i) for i in snapshot.interrupts]
+            return Plan("recover", None, run_id_of(snapshot.values, thread_id), thread_id, waiting=waiting)
         raise UserError(
             f"Nothing to run on thread {thread_id!r}: pass `input` (the context), `decision` to answer a "
             "pending approval, or neither to continue a run that stopped half-way."
@@ -153,6 +161,21 @@ def _store_call(twin: Twin) -> Twin:
     return sync, async_
 
 
+def _recover(store: LoopRunStore, plan: Plan, known: LoopRun) -> Generator[Twin, Any, None]:
+    """Resume a gate whose decision was claimed by a process that died before passing it."""
+    run_id = plan.run_id
+    raw = None
+    if known.state in ("approval_approved", "resuming"):
+        raw = yield _store_call((lambda: store.decision_of(run_id), lambda: store.adecision_of(run_id)))
+    kept = json.loads(raw) if raw else None
+    if not isinstance(kept, Mapping) or not set(kept.get("gates") or ()) <= set(plan.waiting):
+        raise UserError(
+            f"Thread {plan.thread_id!r} waits for a decision at gate(s) {plan.waiting!r}: answer it with "
+            "`decision='approve'` or `decision='reject'` and its `gate_id`."
+        )
+    plan.graph_input = Command(resume=kept["resume"])
+
+
 def begin(store: LoopRunStore, plan: Plan, loop: str, snapshot: StateSnapshot) -> Generator[Twin, Any, None]:
     """Record the call before the graph runs; a store that cannot be reached fails here, before any step."""
     run_id = plan.run_id
@@ -170,6 +193,8 @@ def begin(store: LoopRunStore, plan: Plan, loop: str, snapshot: StateSnapshot) -
         )
         known = adopted
         yield _store_call((lambda: store.put(adopted), lambda: store.aput(adopted)))
+    if plan.action == "recover":
+        yield from _recover(store, plan, known)
     if plan.action == "decide":
         if plan.bare and known.gates_answered > 0:
             raise UserError(
@@ -177,10 +202,11 @@ def begin(store: LoopRunStore, plan: Plan, loop: str, snapshot: StateSnapshot) -
                 f"gate it answers (a repeated 'approve' must not approve a gate its sender has not seen). Waiting: "
                 f"{plan.waiting!r}; pass gate_id=... from the interrupt chunk."
             )
+        kept = json.dumps({"gates": plan.gates, "resume": plan.graph_input.resume})
         claimed = yield _store_call(
             (
-                lambda: store.claim(run_id, plan.gates, approve=plan.approve),
-                lambda: store.aclaim(run_id, plan.gates, approve=plan.approve),
+                lambda: store.claim(run_id, plan.gates, approve=plan.approve, decision=kept),
+                lambda: store.aclaim(run_id, plan.gates, approve=plan.approve, decision=kept),
             )
         )
         if claimed is None:
@@ -188,6 +214,8 @@ def begin(store: LoopRunStore, plan: Plan, loop: str, snapshot: StateSnapshot) -
                 f"Gate(s) {plan.gates!r} of run {run_id!r} are no longer waiting: another call or process answered "
                 "them. Read the run's state with state(thread_id) and answer the gate that waits now."
             )
+        if not plan.approve:
+            return  # a rejection claims the gate straight into `resuming`
     yield _store_call(
         (
             lambda: store.update(run_id, state="resuming", step_keys=None),

@@ -20,7 +20,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, NoReturn, Union
 
-from pydantic import AfterValidator, AnyUrl, BaseModel, ConfigDict, Field, create_model
+from pydantic import AfterValidator, AnyUrl, BaseModel, ConfigDict, Field, PydanticUserError, create_model
+from pydantic_core import SchemaError
 
 from ai_utils.exceptions import LoopDefinitionError
 
@@ -231,7 +232,7 @@ class _Build:
         )
         try:
             return create_model(_class_name(title), __config__=config, __doc__=node.get("description"), **fields)
-        except (TypeError, ValueError) as error:  # pydantic's SchemaError is a ValueError (e.g. a bad pattern)
+        except (TypeError, ValueError, SchemaError, PydanticUserError) as error:  # e.g. a pattern with look-around
             self.fail(f"could not be built ({type(error).__name__}: {str(error)[:200]})")
 
 

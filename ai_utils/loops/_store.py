@@ -100,8 +100,17 @@ class LoopRunStore:
         """Set a recorded run's state (and its step keys, waiting gates and error)."""
         raise NotImplementedError
 
-    def claim(self, run_id: str, gate_ids: Sequence[str], *, approve: bool) -> LoopRun | None:
-        """Atomically take the waiting gates ``gate_ids`` of ``run_id``; ``None`` when they are not all waiting."""
+    def claim(self, run_id: str, gate_ids: Sequence[str], *, approve: bool, decision: str) -> LoopRun | None:
+        """Atomically take the waiting gates ``gate_ids`` of ``run_id`` and keep the ``decision`` (JSON) for them.
+
+        Returns ``None`` when they are not all waiting. The decision stays with the run while it is
+        ``approval_approved`` or ``resuming``, so a process that dies before the gate is passed leaves a run that
+        `LoopRunner.invoke` (with neither input nor decision) resumes with the same answer.
+        """
+        raise NotImplementedError
+
+    def decision_of(self, run_id: str) -> str | None:
+        """The decision (JSON) a claimed run resumes with, while it is ``approval_approved`` or ``resuming``."""
         raise NotImplementedError
 
     def get(self, run_id: str) -> LoopRun | None:
@@ -159,9 +168,13 @@ class LoopRunStore:
             lambda: self.update(run_id, state=state, step_keys=step_keys, gate_ids=gate_ids, error=error)
         )
 
-    async def aclaim(self, run_id: str, gate_ids: Sequence[str], *, approve: bool) -> LoopRun | None:
+    async def aclaim(self, run_id: str, gate_ids: Sequence[str], *, approve: bool, decision: str) -> LoopRun | None:
         """Async twin of `claim`."""
-        return await asyncio.to_thread(lambda: self.claim(run_id, gate_ids, approve=approve))
+        return await asyncio.to_thread(lambda: self.claim(run_id, gate_ids, approve=approve, decision=decision))
+
+    async def adecision_of(self, run_id: str) -> str | None:
+        """Async twin of `decision_of`."""
+        return await asyncio.to_thread(self.decision_of, run_id)
 
     async def aget(self, run_id: str) -> LoopRun | None:
         """Async twin of `get`."""
@@ -199,6 +212,7 @@ class MemoryLoopRuns(LoopRunStore):
         self._runs: dict[str, LoopRun] = {}
         self._sealed: set[str] = set()
         self._queue: list[tuple[int, str, SteerKind, str]] = []
+        self._decisions: dict[str, str] = {}
         self._max_runs = max_runs
 
     def put(self, run: LoopRun) -> None:
@@ -210,6 +224,7 @@ class MemoryLoopRuns(LoopRunStore):
                 for old in [k for k, r in self._runs.items() if r.state in TERMINAL][: len(self._runs) // 10 or 1]:
                     del self._runs[old]
                     self._sealed.discard(old)
+                    self._decisions.pop(old, None)
                     self._queue = [m for m in self._queue if m[1] != old]
 
     def update(
@@ -232,8 +247,10 @@ class MemoryLoopRuns(LoopRunStore):
             )
             if state in TERMINAL:
                 self._sealed.add(run_id)
+            if state not in ("approval_approved", "resuming"):
+                self._decisions.pop(run_id, None)
 
-    def claim(self, run_id: str, gate_ids: Sequence[str], *, approve: bool) -> LoopRun | None:
+    def claim(self, run_id: str, gate_ids: Sequence[str], *, approve: bool, decision: str) -> LoopRun | None:
         """Atomically take waiting gates."""
         with self._lock:
             run = self._runs.get(run_id)
@@ -247,7 +264,13 @@ class MemoryLoopRuns(LoopRunStore):
                 updated_at=_utc(time.time()),
             )
             self._runs[run_id] = claimed
+            self._decisions[run_id] = decision
             return claimed
+
+    def decision_of(self, run_id: str) -> str | None:
+        """The claimed decision, if any."""
+        with self._lock:
+            return self._decisions.get(run_id)
 
     def get(self, run_id: str) -> LoopRun | None:
         """The run, or ``None``."""
@@ -320,9 +343,13 @@ class MemoryLoopRuns(LoopRunStore):
         """Async twin of `update`."""
         self.update(run_id, state=state, step_keys=step_keys, gate_ids=gate_ids, error=error)
 
-    async def aclaim(self, run_id: str, gate_ids: Sequence[str], *, approve: bool) -> LoopRun | None:
+    async def aclaim(self, run_id: str, gate_ids: Sequence[str], *, approve: bool, decision: str) -> LoopRun | None:
         """Async twin of `claim`."""
-        return self.claim(run_id, gate_ids, approve=approve)
+        return self.claim(run_id, gate_ids, approve=approve, decision=decision)
+
+    async def adecision_of(self, run_id: str) -> str | None:
+        """Async twin of `decision_of`."""
+        return self.decision_of(run_id)
 
     async def aget(self, run_id: str) -> LoopRun | None:
         """Async twin of `get`."""

@@ -27,7 +27,7 @@ _DDL = (
     "CREATE TABLE IF NOT EXISTS ai_utils_loop_runs (run_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, "
     "loop TEXT NOT NULL, state TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, updated_at DOUBLE PRECISION "
     "NOT NULL, step_keys TEXT NOT NULL DEFAULT '[]', gate_ids TEXT NOT NULL DEFAULT '[]', gates_answered INTEGER "
-    "NOT NULL DEFAULT 0, error TEXT, sealed INTEGER NOT NULL DEFAULT 0)",
+    "NOT NULL DEFAULT 0, error TEXT, sealed INTEGER NOT NULL DEFAULT 0, decision TEXT)",
     "CREATE INDEX IF NOT EXISTS ai_utils_loop_runs_by_loop ON ai_utils_loop_runs (loop, state, created_at)",
     "CREATE INDEX IF NOT EXISTS ai_utils_loop_runs_by_thread ON ai_utils_loop_runs (thread_id, created_at)",
     "CREATE TABLE IF NOT EXISTS ai_utils_loop_messages (seq BIGSERIAL PRIMARY KEY, run_id TEXT NOT NULL, "

@@ -87,8 +87,18 @@ class SqlLoopRuns(LoopRunStore):
         with self._write() as cur:
             cur.execute(
                 "UPDATE ai_utils_loop_runs SET state = ?, updated_at = ?, step_keys = COALESCE(?, step_keys), "
-                "gate_ids = ?, error = ?, sealed = CASE WHEN ? = 1 THEN 1 ELSE sealed END WHERE run_id = ?",
-                (state, time.time(), keys, json.dumps(list(gate_ids)), error, int(state in TERMINAL), run_id),
+                "gate_ids = ?, error = ?, sealed = CASE WHEN ? = 1 THEN 1 ELSE sealed END, "
+                "decision = CASE WHEN ? = 1 THEN decision ELSE NULL END WHERE run_id = ?",
+                (
+                    state,
+                    time.time(),
+                    keys,
+                    json.dumps(list(gate_ids)),
+                    error,
+                    int(state in TERMINAL),
+                    int(state in ("approval_approved", "resuming")),
+                    run_id,
+                ),
             )
 
     def _locked(self, cur: Cursor, run_id: str) -> tuple[LoopRun, bool] | None:
@@ -96,7 +106,7 @@ class SqlLoopRuns(LoopRunStore):
         row = cur.fetchone()
         return None if row is None else (from_row(row), bool(row[10]))
 
-    def claim(self, run_id: str, gate_ids: Sequence[str], *, approve: bool) -> LoopRun | None:
+    def claim(self, run_id: str, gate_ids: Sequence[str], *, approve: bool, decision: str) -> LoopRun | None:
         """Atomically take the waiting gates ``gate_ids``."""
         with self._write() as cur:
             found = self._locked(cur, run_id)
@@ -110,12 +120,19 @@ class SqlLoopRuns(LoopRunStore):
             now = time.time()
             cur.execute(
                 "UPDATE ai_utils_loop_runs SET state = ?, gate_ids = ?, gates_answered = gates_answered + 1, "
-                "updated_at = ? WHERE run_id = ?",
-                (state, json.dumps(left), now, run_id),
+                "updated_at = ?, decision = ? WHERE run_id = ?",
+                (state, json.dumps(left), now, decision, run_id),
             )
         return replace(
             run, state=state, gate_ids=tuple(left), gates_answered=run.gates_answered + 1, updated_at=_utc(now)
         )
+
+    def decision_of(self, run_id: str) -> str | None:
+        """The claimed decision, if any."""
+        with self._read() as cur:
+            cur.execute("SELECT decision FROM ai_utils_loop_runs WHERE run_id = ?", (run_id,))
+            row = cur.fetchone()
+        return None if row is None or row[0] is None else str(row[0])
 
     def get(self, run_id: str) -> LoopRun | None:
         """The run, or ``None``."""
@@ -188,7 +205,7 @@ _SQLITE_DDL = (
     "CREATE TABLE IF NOT EXISTS ai_utils_loop_runs (run_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, "
     "loop TEXT NOT NULL, state TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL, "
     "step_keys TEXT NOT NULL DEFAULT '[]', gate_ids TEXT NOT NULL DEFAULT '[]', gates_answered INTEGER NOT NULL "
-    "DEFAULT 0, error TEXT, sealed INTEGER NOT NULL DEFAULT 0)",
+    "DEFAULT 0, error TEXT, sealed INTEGER NOT NULL DEFAULT 0, decision TEXT)",
     "CREATE INDEX IF NOT EXISTS ai_utils_loop_runs_by_loop ON ai_utils_loop_runs (loop, state, created_at)",
     "CREATE INDEX IF NOT EXISTS ai_utils_loop_runs_by_thread ON ai_utils_loop_runs (thread_id, created_at)",
     "CREATE TABLE IF NOT EXISTS ai_utils_loop_messages (seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, "

@@ -47,6 +47,7 @@ from ai_utils.tools._normalize import normalize_tools
 __all__ = ["LoopRunner", "RunState"]
 
 _STATES = frozenset(get_args(RunState))
+_RESUMING = ("approval_approved", "resuming")
 
 
 def _raise_failure(error: Mapping[str, Any]) -> None:
@@ -61,6 +62,14 @@ def _raise_failure(error: Mapping[str, Any]) -> None:
             message, step_key=step_key, policy_id=error.get("policy_id"), tool=str(error.get("tool") or "")
         )
     raise LoopError(message, step_key=step_key, path=error.get("path"))
+
+
+def _gated(chunk: Any) -> Any:
+    """Every item of a loop's interrupt chunk names its gate (a guardrail's approval: its interrupt id)."""
+    if isinstance(chunk, dict) and chunk.get("kind") == "interrupt":
+        for item in chunk.get("items") or [chunk]:
+            item.setdefault("gate_id", str(item["id"]).split(":", 1)[0])
+    return chunk
 
 
 def _error_type(error: object) -> str:
@@ -231,7 +240,7 @@ class LoopRunner:
         if interrupts:
             chunk = interrupt_chunk(interrupts)
             if chunk is not None:
-                return chunk
+                return _gated(chunk)
         if values.get("status") == "failed" and values.get("error"):
             _raise_failure(values["error"])
         context = dict(values.get("context") or {})
@@ -271,7 +280,9 @@ class LoopRunner:
         """Run the loop from its start, or answer a paused run's gate with ``decision``.
 
         With neither ``input`` nor ``decision``, a run that stopped half-way (a tool raised, the process died)
-        continues from its last stored step; steps that completed do not run again.
+        continues from its last stored step; steps that completed do not run again. That includes a run whose
+        process died right after a decision was accepted (``approval_approved``/``resuming``): it resumes with
+        that decision.
 
         Args:
             input: the caller-seeded context, e.g. ``{"request": {"order_id": "A-1"}}``.
@@ -335,17 +346,24 @@ class LoopRunner:
         yield finish_twin(self.run_store, run_id, values, interrupts)
 
     def _record_crash(self, run_id: str, config: RunnableConfig) -> None:
-        """A run that raised (a tool error, a cancel) is recorded as it stands; it can be continued."""
+        """A run that raised (a tool error, a cancel) is recorded as it stands; it can be continued.
+
+        Still waiting at the gate it was resumed from, the record keeps ``resuming`` and the decision.
+        """
         try:
             snapshot = self.graph.get_state(config)
+            if snapshot.interrupts:
+                return
             state = self._snapshot_state(snapshot, str(config["configurable"]["thread_id"]))
-            self.run_store.update(run_id, state=state, step_keys=snapshot.values.get("taken") or (), error=None)
+            self.run_store.update(run_id, state=state, step_keys=snapshot.values.get("taken") or ())
         except Exception:  # the run's own error is what the caller must see
             return
 
     async def _arecord_crash(self, run_id: str, config: RunnableConfig) -> None:
         try:
             snapshot = await self.graph.aget_state(config)
+            if snapshot.interrupts:
+                return
             state = self._snapshot_state(snapshot, str(config["configurable"]["thread_id"]))
             await self.run_store.aupdate(run_id, state=state, step_keys=snapshot.values.get("taken") or ())
         except Exception:
@@ -391,7 +409,8 @@ class LoopRunner:
                 parts.close()  # type: ignore[attr-defined]  # a consumer that stops early stops the run
 
         try:
-            yield from adapt(lifted(), adapter)
+            for chunk in adapt(lifted(), adapter):
+                yield _gated(chunk)
         except BaseException:
             self._record_crash(run_id, config)
             raise
@@ -437,7 +456,7 @@ class LoopRunner:
 
         try:
             async for chunk in aadapt(lifted(), adapter):
-                yield chunk
+                yield _gated(chunk)
         except BaseException:
             await self._arecord_crash(plan.run_id, config)
             raise
@@ -460,8 +479,8 @@ class LoopRunner:
         return "running"
 
     def _overlay(self, state: RunState, run: LoopRun | None) -> RunState:
-        """While the checkpoint says ``running``, the store knows whether the run is being resumed."""
-        if state == "running" and run is not None and run.state in ("approval_approved", "resuming"):
+        """The store knows a run is being resumed: its checkpoint still shows the gate (or ``running``) meanwhile."""
+        if state in ("running", "awaiting_approval") and run is not None and run.state in _RESUMING:
             return run.state
         return state
 
@@ -476,7 +495,7 @@ class LoopRunner:
         """
         snapshot = self.graph.get_state(self._config(thread_id))
         state = self._snapshot_state(snapshot, thread_id)
-        if state != "running":
+        if state not in ("running", "awaiting_approval"):
             return state
         return self._overlay(state, self.run_store.get(run_id_of(snapshot.values, thread_id)))
 
@@ -484,7 +503,7 @@ class LoopRunner:
         """Async twin of `state` (for async-only savers)."""
         snapshot = await self.graph.aget_state(self._config(thread_id))
         state = self._snapshot_state(snapshot, thread_id)
-        if state != "running":
+        if state not in ("running", "awaiting_approval"):
             return state
         return self._overlay(state, await self.run_store.aget(run_id_of(snapshot.values, thread_id)))
 
