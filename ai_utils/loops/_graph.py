@@ -1,9 +1,9 @@
 """A `Loop` compiled to a LangGraph `StateGraph`: one node per step, routed with ``Command(goto=...)``.
 
 State: ``context`` (the loop's context bag, checkpointed after every step), ``status``
-(``running``/``completed``/``failed``), ``error`` (a failed run's error, rebuilt by the runner), ``taken``
-(completed step keys, in order), ``run_id``, ``result`` (the projection, once completed), the steering cursors
-``steer_after``/``follow_after``, ``pending`` (follow-ups to answer now) and ``follow_ups`` (their answers).
+(``running``/``completed``/``failed``), ``taken`` (completed step keys, in order) and ``run`` (`RunInfo`: the
+run id, a failed run's error, the steering cursors, follow-ups, the projected result — one channel, written only
+when it changes: every channel costs each step).
 An agent step's node runs that step's `create_agent` graph as a subgraph under the same checkpointer, so a
 paused model tool call resumes inside it, and neither the loop's completed steps nor the step's own completed
 model and tool calls run again.
@@ -15,9 +15,9 @@ share every line of the loop's logic.
 Hooks ride on the nodes: ``step:end`` of a step and then ``step:start`` of the next run at the end of the
 step's node (a step resumed after an approval does not start twice); ``loop:start`` (and the first step's
 ``step:start``) run in a ``hooks-start`` node that exists only when the loop has such hooks; ``loop:end`` runs
-where the run ends. At its last boundary a run seals its steering queue or answers what is still queued in a
-``follow-up`` node (loops with agent steps only). The result is projected inside the graph, so a projection
-that fails leaves the stored run ``failed``.
+where the run ends. At its last boundary a run seals its steering queue, or hands what is still queued to the
+last agent step that ran, whose node answers those follow-ups (loops with agent steps only). The result is
+projected inside the graph, so a projection that fails leaves the stored run ``failed``.
 
 Events: a node sends ``loop.step.completed``, ``loop.transition`` and the next step's ``loop.step.started``
 when it finishes (the runner sends the first step's ``started``).
@@ -29,7 +29,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 from langchain.agents import create_agent
 from langchain.tools import ToolRuntime
@@ -59,17 +59,27 @@ from ai_utils.loops._steps import AgentStep, Otherwise, RequireTool, ToolStep, W
 from ai_utils.loops._store import LoopRunStore
 from ai_utils.loops._twins import Twin, adrive, drive
 
-__all__ = ["FOLLOW_UP", "HOOKS_START", "LoopState", "build_graph", "error_state"]
+__all__ = ["HOOKS_START", "LoopState", "RunInfo", "build_graph", "error_state", "failure_of", "run_info"]
 
 logger = logging.getLogger("ai_utils.loops")
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 HOOKS_START = "hooks-start"
 """The node that runs ``loop:start`` hooks (a name no step key can have)."""
-FOLLOW_UP = "follow-up"
-"""The node that answers follow-ups after the last step."""
 
 Steps: TypeAlias = "Generator[Twin, Any, Command[Any]]"
+
+
+class RunInfo(TypedDict, total=False):
+    """What the loop state keeps about the run itself."""
+
+    run_id: str
+    steer_after: int  # the last steer sequence number a step took
+    follow_after: int  # the last follow-up answered
+    pending: list[list[Any]]  # (seq, kind, text) queued at the last boundary, for the last agent step to answer
+    follow_ups: list[Any]  # their answers
+    result: dict[str, Any]  # the projection of a completed run
+    error: dict[str, Any]  # why a failed run failed (the runner raises it again from this)
 
 
 class LoopState(TypedDict, total=False):
@@ -77,14 +87,18 @@ class LoopState(TypedDict, total=False):
 
     context: dict[str, Any]
     status: str
-    error: dict[str, Any] | None
     taken: list[str]
-    run_id: str
-    result: dict[str, Any] | None
-    steer_after: int
-    follow_after: int
-    pending: list[list[Any]]
-    follow_ups: list[Any]
+    run: RunInfo
+
+
+def run_info(state: Mapping[str, Any]) -> RunInfo:
+    """The state's `RunInfo` (empty for runs stored before it existed)."""
+    return cast("RunInfo", state.get("run") or {})
+
+
+def failure_of(values: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A failed run's stored error (runs stored before `RunInfo` kept it in an ``error`` key)."""
+    return run_info(values).get("error") or values.get("error") or None
 
 
 def error_state(error: LoopError) -> dict[str, Any]:
@@ -104,12 +118,12 @@ def error_state(error: LoopError) -> dict[str, Any]:
 class _Run:
     """What every node of one compiled loop shares: the loop, events, hooks, the run store."""
 
-    def __init__(self, loop: Loop, events: Events, store: LoopRunStore, followable: bool) -> None:
+    def __init__(self, loop: Loop, events: Events, store: LoopRunStore) -> None:
         self.loop = loop
         self.events = events
         self.store = store
         self.hooks: Hooks = loop.hooks
-        self.followable = followable
+        self.agents = [k for k, s in loop.steps.items() if isinstance(s, AgentStep)]
         roots = {key: loop.writes(key).split(".", 1)[0] for key in loop.steps}
         self.roots = roots
 
@@ -122,7 +136,7 @@ class _Run:
         step_key: str | None = None,
         status: str | None = None,
     ) -> Twin:
-        base = {"loop": self.loop.name, "thread_id": current_thread_id(), "run_id": state.get("run_id")}
+        base = {"loop": self.loop.name, "thread_id": current_thread_id(), "run_id": run_info(state).get("run_id")}
         return (
             lambda: run_hooks(self.hooks, event, context, base, step_key=step_key, status=status),
             lambda: arun_hooks(self.hooks, event, context, base, step_key=step_key, status=status),
@@ -133,26 +147,28 @@ class _Run:
         ran = set(taken)
         return {root for key, root in self.roots.items() if key not in ran} - {self.roots[key] for key in ran}
 
-    def end(self, state: LoopState, context: dict[str, Any], taken: list[str], extra: dict[str, Any]) -> Steps:
+    def end(self, state: LoopState, context: dict[str, Any], taken: list[str], patch: RunInfo) -> Steps:
         """The last boundary: answer queued follow-ups, or seal, project the result and run ``loop:end`` hooks."""
-        run_id = state.get("run_id")
-        if self.followable and run_id:
-            steer_after = extra.get("steer_after", state.get("steer_after", 0))
-            follow_after = extra.get("follow_after", state.get("follow_after", 0))
+        run: RunInfo = {**run_info(state), **patch}
+        run_id = run.get("run_id")
+        if self.agents and run_id:
+            steer_after, follow_after = run.get("steer_after", 0), run.get("follow_after", 0)
             pending = yield (
                 lambda: self.store.seal(run_id, steer_after=steer_after, follow_after=follow_after),
                 lambda: self.store.aseal(run_id, steer_after=steer_after, follow_after=follow_after),
             )
             if pending:
-                update = {**extra, "context": context, "taken": taken, "status": "running", "pending": pending}
-                return Command(goto=FOLLOW_UP, update=update)
+                # The last agent step that ran answers them (the first one declared, if none ran).
+                key = next((k for k in reversed(taken) if k in self.agents), self.agents[0])
+                update = {"context": context, "taken": taken, "status": "running", "run": {**run, "pending": pending}}
+                return Command(goto=key, update=update)
         try:
             result = project(self.loop.result, context, absent_roots=self.absent(taken))
         except LoopError as error:
-            return (yield from self.failed(state, error, context, taken, extra))
+            return (yield from self.failed(state, error, context, taken, patch))
         if self.hooks.get("loop:end"):
             context = yield self.hooks_of("loop:end", state, context, status="completed")
-        update = {**extra, "context": context, "taken": taken, "status": "completed", "result": result}
+        update = {"context": context, "taken": taken, "status": "completed", "run": {**run, "result": result}}
         return Command(goto=END, update=update)
 
     def failed(
@@ -161,7 +177,7 @@ class _Run:
         error: LoopError,
         context: dict[str, Any] | None = None,
         taken: list[str] | None = None,
-        extra: Mapping[str, Any] | None = None,
+        patch: RunInfo | None = None,
     ) -> Steps:
         """End the run as failed (``loop:end`` hooks see ``status="failed"``); the checkpoint keeps why."""
         context = dict(state.get("context") or {}) if context is None else context
@@ -171,7 +187,10 @@ class _Run:
             except LoopError as hook_error:
                 # The run's own error is what the caller must see; the hook's is logged.
                 logger.warning("loop %r: a loop:end hook failed after the run failed: %s", self.loop.name, hook_error)
-        update: dict[str, Any] = {**(extra or {}), "status": "failed", "error": error_state(error)}
+        update: dict[str, Any] = {
+            "status": "failed",
+            "run": {**run_info(state), **(patch or {}), "error": error_state(error)},
+        }
         if taken is not None:
             update["taken"] = taken
         update["context"] = context
@@ -189,13 +208,13 @@ class _Node:
         self.next = run.loop.steps[key].next
         self.writes = run.loop.writes(key)
 
-    def body(self, state: LoopState, config: RunnableConfig) -> Generator[Twin, Any, tuple[Any, dict[str, Any]]]:
+    def body(self, state: LoopState, config: RunnableConfig) -> Generator[Twin, Any, tuple[Any, RunInfo]]:
         raise NotImplementedError
 
     def steps(self, state: LoopState, config: RunnableConfig) -> Steps:
         try:
-            value, extra = yield from self.body(state, config)
-            return (yield from self.tail(state, value, extra))
+            value, patch = yield from self.body(state, config)
+            return (yield from self.tail(state, value, patch))
         except LoopError as error:
             return (yield from self.run.failed(state, error))
 
@@ -231,7 +250,7 @@ class _Node:
             )
         return value
 
-    def tail(self, state: LoopState, value: Any, extra: dict[str, Any]) -> Steps:
+    def tail(self, state: LoopState, value: Any, patch: RunInfo) -> Steps:
         """Save the step's result, run its ``step:end`` hooks, pick the next step, run its ``step:start`` hooks."""
         context = write_path(state.get("context") or {}, self.writes, value)
         taken = [*(state.get("taken") or ()), self.key]
@@ -242,11 +261,14 @@ class _Node:
         self.events.emit("loop.step.completed", step_key=self.key)
         self.events.emit("loop.transition", from_step_key=self.key, to_step_key=target)
         if target == END_KEY:
-            return (yield from self.run.end(state, context, taken, extra))
+            return (yield from self.run.end(state, context, taken, patch))
         if hooks.get("step:start"):
             context = yield self.run.hooks_of("step:start", state, context, step_key=target)
         self.events.emit("loop.step.started", step_key=target)
-        return Command(goto=target, update={**extra, "context": context, "taken": taken, "status": "running"})
+        update: dict[str, Any] = {"context": context, "taken": taken, "status": "running"}
+        if patch:
+            update["run"] = {**run_info(state), **patch}
+        return Command(goto=target, update=update)
 
 
 def steering_config(config: RunnableConfig, run_id: str | None, after: int) -> RunnableConfig:
@@ -268,16 +290,49 @@ class _AgentNode(_Node):
         self.graph = graph
         self.step = step
 
-    def body(self, state: LoopState, config: RunnableConfig) -> Generator[Twin, Any, tuple[Any, dict[str, Any]]]:
-        after = state.get("steer_after", 0)
-        inner = steering_config(config, state.get("run_id"), after)
+    def steps(self, state: LoopState, config: RunnableConfig) -> Steps:
+        if run_info(state).get("pending"):
+            return (yield from self.follow_ups(state, config))
+        return (yield from super().steps(state, config))
+
+    def body(self, state: LoopState, config: RunnableConfig) -> Generator[Twin, Any, tuple[Any, RunInfo]]:
+        run = run_info(state)
+        after = run.get("steer_after", 0)
+        inner = steering_config(config, run.get("run_id"), after)
         graph_input = {"messages": [context_message(state)]}
         output = yield (
             lambda: self.graph.invoke(graph_input, inner, version="v2"),
             lambda: self.graph.ainvoke(graph_input, inner, version="v2"),
         )
         value = self.value(output)
-        return value, {"steer_after": steer_cursor(output.value.get("messages", ()), after)}
+        cursor = steer_cursor(output.value.get("messages", ()), after)
+        return value, ({"steer_after": cursor} if cursor != after else {})
+
+    def follow_ups(self, state: LoopState, config: RunnableConfig) -> Steps:
+        """Answer the follow-ups queued at the run's last boundary (this was the last agent step that ran)."""
+        run = run_info(state)
+        taken = list(state.get("taken") or ())
+        run_id = str(run.get("run_id") or "")
+        pending = [(int(seq), str(kind), str(text)) for seq, kind, text in run.get("pending") or ()]
+        steer_after = max([run.get("steer_after", 0), *(s for s, k, _ in pending if k == "steer")])
+        follow_after = max([run.get("follow_after", 0), *(s for s, k, _ in pending if k == "follow_up")])
+        messages = [context_message(state), *(steer_message(run_id, seq, text) for seq, _, text in pending)]
+        inner = steering_config(config, run_id, steer_after)
+        try:
+            output = yield (
+                lambda: self.graph.invoke({"messages": messages}, inner, version="v2"),
+                lambda: self.graph.ainvoke({"messages": messages}, inner, version="v2"),
+            )
+            value = self.value(output)
+        except LoopError as error:
+            return (yield from self.run.failed(state, error, patch={"pending": []}))
+        patch: RunInfo = {
+            "steer_after": steer_cursor(output.value.get("messages", ()), steer_after),
+            "follow_after": follow_after,
+            "follow_ups": [*(run.get("follow_ups") or ()), value],
+            "pending": [],
+        }
+        return (yield from self.run.end(state, dict(state.get("context") or {}), taken, patch))
 
     def value(self, output: GraphOutput[Any]) -> Any:
         values = output.value
@@ -370,7 +425,7 @@ class _ToolNode(_Node):
                 step_key=self.key,
             ) from None
 
-    def body(self, state: LoopState, config: RunnableConfig) -> Generator[Twin, Any, tuple[Any, dict[str, Any]]]:
+    def body(self, state: LoopState, config: RunnableConfig) -> Generator[Twin, Any, tuple[Any, RunInfo]]:
         args: dict[str, Any] = resolve(self.step.input, state.get("context") or {}, step_key=self.key)
         self._validate(args)
         if not self.middleware:
@@ -383,7 +438,7 @@ class _ToolNode(_Node):
     def _wrapped(self, state: LoopState, args: dict[str, Any], config: RunnableConfig) -> Generator[Twin, Any, Any]:
         """The call through the user's tool middleware (e.g. guardrails), outermost first."""
         ran: list[Any] = []
-        call_id = f"{state.get('run_id') or 'run'}:{self.key}"
+        call_id = f"{run_info(state).get('run_id') or 'run'}:{self.key}"
 
         def answer(raw: Any) -> ToolMessage:
             ran.append(raw)
@@ -462,42 +517,6 @@ class _StartNode(_Node):
         return Command(goto=self.loop.start, update={"context": context})
 
 
-class _FollowUpNode(_Node):
-    """Answers the follow-ups queued for the run with the last agent step that ran (or the first one declared)."""
-
-    def __init__(self, run: _Run, agents: Mapping[str, _AgentNode]) -> None:
-        self.run = run
-        self.loop = run.loop
-        self.key = FOLLOW_UP
-        self.agents = agents
-
-    def steps(self, state: LoopState, config: RunnableConfig) -> Steps:
-        taken = list(state.get("taken") or ())
-        key = next((k for k in reversed(taken) if k in self.agents), next(iter(self.agents)))
-        node = self.agents[key]
-        run_id = str(state.get("run_id") or "")
-        pending = [(int(seq), str(kind), str(text)) for seq, kind, text in state.get("pending") or ()]
-        steer_after = max([state.get("steer_after", 0), *(s for s, k, _ in pending if k == "steer")])
-        follow_after = max([state.get("follow_after", 0), *(s for s, k, _ in pending if k == "follow_up")])
-        messages = [context_message(state), *(steer_message(run_id, seq, text) for seq, _, text in pending)]
-        inner = steering_config(config, run_id, steer_after)
-        try:
-            output = yield (
-                lambda: node.graph.invoke({"messages": messages}, inner, version="v2"),
-                lambda: node.graph.ainvoke({"messages": messages}, inner, version="v2"),
-            )
-            value = node.value(output)
-        except LoopError as error:
-            return (yield from self.run.failed(state, error))
-        extra = {
-            "steer_after": steer_cursor(output.value.get("messages", ()), steer_after),
-            "follow_after": follow_after,
-            "follow_ups": [*(state.get("follow_ups") or ()), value],
-            "pending": [],
-        }
-        return (yield from self.run.end(state, dict(state.get("context") or {}), taken, extra))
-
-
 class _StepRunnable(Runnable[LoopState, Command[Any]]):
     """A node with a sync and an async body.
 
@@ -553,29 +572,24 @@ def build_graph(
     store: LoopRunStore,
 ) -> Any:
     """Compile ``loop`` to a `StateGraph` with ``checkpointer``."""
-    agents = {k: s for k, s in loop.steps.items() if isinstance(s, AgentStep)}
-    run = _Run(loop, events, store, followable=bool(agents))
+    run = _Run(loop, events, store)
     builder: StateGraph[LoopState, Any, LoopState, LoopState] = StateGraph(LoopState)
-    agent_nodes: dict[str, _AgentNode] = {}
-    tail = (END, FOLLOW_UP) if agents else (END,)
     for key, step in loop.steps.items():
         node: _Node
         if isinstance(step, AgentStep):
             assert llm is not None  # the runner checks it
             graph = agent_graph(loop, key, step, llm, [tools[t] for t in step.tools], middleware, events, store)
-            node = agent_nodes[key] = _AgentNode(run, key, graph, step)
+            node = _AgentNode(run, key, graph, step)
         else:
             node = _ToolNode(run, key, tools[step.tool], step, middleware)
-        destinations = (*dict.fromkeys(t if t != END_KEY else END for t in _targets(step.next)), *tail)
+        # For the drawing; a node may also go to the last agent step with follow-ups (a `goto` LangGraph allows).
+        destinations = (*dict.fromkeys(t if t != END_KEY else END for t in _targets(step.next)), END)
         builder.add_node(key, _StepRunnable(node, key), destinations=tuple(dict.fromkeys(destinations)))
     if loop.hooks.get("loop:start") or loop.hooks.get("step:start"):
         builder.add_node(HOOKS_START, _StepRunnable(_StartNode(run), HOOKS_START), destinations=(loop.start, END))
         builder.add_edge(START, HOOKS_START)
     else:
         builder.add_edge(START, loop.start)
-    if agent_nodes:
-        follow = _StepRunnable(_FollowUpNode(run, agent_nodes), FOLLOW_UP)
-        builder.add_node(FOLLOW_UP, follow, destinations=(FOLLOW_UP, END))
     return builder.compile(checkpointer=checkpointer, name=loop.name)
 
 

@@ -47,7 +47,7 @@ def gate_of(interrupt: Interrupt) -> str:
 
 def run_id_of(values: Mapping[str, Any], thread_id: str) -> str:
     """The run id a checkpoint holds (runs stored before run ids existed get one derived from the thread)."""
-    run_id = values.get("run_id")
+    run_id = (values.get("run") or {}).get("run_id")
     return str(run_id) if run_id else uuid.uuid5(_RUN_NAMESPACE, thread_id).hex
 
 
@@ -229,7 +229,7 @@ def outcome_state(values: Mapping[str, Any], interrupts: Sequence[Interrupt]) ->
     if interrupts:
         return "awaiting_approval", [gate_of(i) for i in interrupts], None
     if values.get("status") == "failed":
-        error = values.get("error") or {}
+        error = (values.get("run") or {}).get("error") or values.get("error") or {}
         return "failed", [], str(error.get("type") or "LoopError")
     if values.get("status") == "completed":
         return "completed", [], None

@@ -39,6 +39,42 @@ class Cursor(Protocol):
     def fetchall(self) -> list[Any]: ...
 
 
+_PUT = (
+    f"INSERT INTO ai_utils_loop_runs ({COLUMNS}, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at, "
+    "step_keys = excluded.step_keys, gate_ids = excluded.gate_ids, error = excluded.error"
+)
+_UPDATE = (
+    "UPDATE ai_utils_loop_runs SET state = ?, updated_at = ?, step_keys = COALESCE(?, step_keys), "
+    "gate_ids = ?, error = ?, sealed = CASE WHEN ? = 1 THEN 1 ELSE sealed END, "
+    "decision = CASE WHEN ? = 1 THEN decision ELSE NULL END WHERE run_id = ?"
+)
+
+
+def _put_params(run: LoopRun) -> tuple[Any, ...]:
+    return (
+        run.run_id,
+        run.thread_id,
+        run.loop,
+        run.state,
+        run.created_at.timestamp(),
+        run.updated_at.timestamp(),
+        json.dumps(list(run.step_keys)),
+        json.dumps(list(run.gate_ids)),
+        run.gates_answered,
+        run.error,
+        1 if run.state in TERMINAL else 0,
+    )
+
+
+def _update_params(
+    run_id: str, state: RunState, step_keys: Sequence[str] | None, gate_ids: Sequence[str], error: str | None
+) -> tuple[Any, ...]:
+    keys = None if step_keys is None else json.dumps(list(step_keys))
+    resuming = int(state in ("approval_approved", "resuming"))
+    return (state, time.time(), keys, json.dumps(list(gate_ids)), error, int(state in TERMINAL), resuming, run_id)
+
+
 class SqlLoopRuns(LoopRunStore):
     """The store's SQL, written once; a subclass gives the connection, the transactions and the DDL."""
 
@@ -54,24 +90,7 @@ class SqlLoopRuns(LoopRunStore):
     def put(self, run: LoopRun) -> None:
         """Insert or replace ``run``."""
         with self._write() as cur:
-            cur.execute(
-                f"INSERT INTO ai_utils_loop_runs ({COLUMNS}, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at, "
-                "step_keys = excluded.step_keys, gate_ids = excluded.gate_ids, error = excluded.error",
-                (
-                    run.run_id,
-                    run.thread_id,
-                    run.loop,
-                    run.state,
-                    run.created_at.timestamp(),
-                    run.updated_at.timestamp(),
-                    json.dumps(list(run.step_keys)),
-                    json.dumps(list(run.gate_ids)),
-                    run.gates_answered,
-                    run.error,
-                    1 if run.state in TERMINAL else 0,
-                ),
-            )
+            cur.execute(_PUT, _put_params(run))
 
     def update(
         self,
@@ -83,23 +102,8 @@ class SqlLoopRuns(LoopRunStore):
         error: str | None = None,
     ) -> None:
         """Set a recorded run's state (a finished run is sealed)."""
-        keys = None if step_keys is None else json.dumps(list(step_keys))
         with self._write() as cur:
-            cur.execute(
-                "UPDATE ai_utils_loop_runs SET state = ?, updated_at = ?, step_keys = COALESCE(?, step_keys), "
-                "gate_ids = ?, error = ?, sealed = CASE WHEN ? = 1 THEN 1 ELSE sealed END, "
-                "decision = CASE WHEN ? = 1 THEN decision ELSE NULL END WHERE run_id = ?",
-                (
-                    state,
-                    time.time(),
-                    keys,
-                    json.dumps(list(gate_ids)),
-                    error,
-                    int(state in TERMINAL),
-                    int(state in ("approval_approved", "resuming")),
-                    run_id,
-                ),
-            )
+            cur.execute(_UPDATE, _update_params(run_id, state, step_keys, gate_ids, error))
 
     def _locked(self, cur: Cursor, run_id: str) -> tuple[LoopRun, bool] | None:
         cur.execute(f"SELECT {COLUMNS}, sealed FROM ai_utils_loop_runs WHERE run_id = ?{self.for_update}", (run_id,))
@@ -283,6 +287,70 @@ class SqliteLoopRuns(SqlLoopRuns):
                 raise self._unreachable(error) from error
             finally:
                 cur.close()
+
+    def _single(self, sql: str, params: Sequence[Any]) -> int:
+        """One write statement in autocommit (SQLite makes a single statement atomic); its row count."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                return conn.execute(sql, tuple(params)).rowcount
+            except sqlite3.Error as error:
+                raise self._unreachable(error) from error
+
+    def put(self, run: LoopRun) -> None:
+        """Insert or replace ``run`` (one statement)."""
+        self._single(_PUT, _put_params(run))
+
+    def update(
+        self,
+        run_id: str,
+        *,
+        state: RunState,
+        step_keys: Sequence[str] | None = None,
+        gate_ids: Sequence[str] = (),
+        error: str | None = None,
+    ) -> None:
+        """Set a recorded run's state (one statement)."""
+        self._single(_UPDATE, _update_params(run_id, state, step_keys, gate_ids, error))
+
+    def seal(self, run_id: str, *, steer_after: int, follow_after: int) -> list[tuple[int, SteerKind, str]]:
+        """Seal in one statement unless messages are queued (SQLite runs it under its write lock, atomically)."""
+        sealed = self._single(
+            "UPDATE ai_utils_loop_runs SET sealed = 1 WHERE run_id = ? AND NOT EXISTS (SELECT 1 FROM "
+            "ai_utils_loop_messages WHERE run_id = ? AND ((kind = 'steer' AND seq > ?) OR "
+            "(kind = 'follow_up' AND seq > ?)))",
+            (run_id, run_id, steer_after, follow_after),
+        )
+        if sealed:
+            return []
+        return super().seal(run_id, steer_after=steer_after, follow_after=follow_after)
+
+    # SQLite answers in microseconds: the async twins run inline, as the session store's do on its worker loop;
+    # a thread hop per call would cost more than the call (WAL readers never wait; a writer may wait briefly for
+    # another process's write lock).
+    async def aput(self, run: LoopRun) -> None:
+        """Async twin of `put` (inline)."""
+        self.put(run)
+
+    async def aupdate(
+        self,
+        run_id: str,
+        *,
+        state: RunState,
+        step_keys: Sequence[str] | None = None,
+        gate_ids: Sequence[str] = (),
+        error: str | None = None,
+    ) -> None:
+        """Async twin of `update` (inline)."""
+        self.update(run_id, state=state, step_keys=step_keys, gate_ids=gate_ids, error=error)
+
+    async def aget(self, run_id: str) -> LoopRun | None:
+        """Async twin of `get` (inline)."""
+        return self.get(run_id)
+
+    async def aseal(self, run_id: str, *, steer_after: int, follow_after: int) -> list[tuple[int, SteerKind, str]]:
+        """Async twin of `seal` (inline)."""
+        return self.seal(run_id, steer_after=steer_after, follow_after=follow_after)
 
     def close(self) -> None:
         """Close the database connection."""

@@ -31,7 +31,7 @@ from ai_utils.exceptions import (
 )
 from ai_utils.loops._context import LoopResult, jsonable, project
 from ai_utils.loops._events import Events, OnEvent
-from ai_utils.loops._graph import build_graph
+from ai_utils.loops._graph import build_graph, failure_of
 from ai_utils.loops._hooks import CommandHook, check_sandbox
 from ai_utils.loops._limits import MAX_CONTEXT_DEPTH, MAX_TEXT_CHARS, data_problem
 from ai_utils.loops._loop import Loop
@@ -182,7 +182,7 @@ class LoopRunner:
             store=self.run_store,
         )
         self._agent_keys = frozenset(k for k, s in loop.steps.items() if isinstance(s, AgentStep))
-        self._lifted = self._agent_keys | {"follow-up"}
+        self._lifted = self._agent_keys
         hook_roots = {h.save_as.split(".", 1)[0] for hs in loop.hooks.values() for h in hs if h.save_as}
         self._written = {loop.writes(k).split(".", 1)[0] for k in loop.steps} | hook_roots
 
@@ -213,14 +213,8 @@ class LoopRunner:
         return {
             "context": jsonable(dict(input)),
             "status": "running",
-            "error": None,
             "taken": [],
-            "run_id": run_id,
-            "result": None,
-            "steer_after": 0,
-            "follow_after": 0,
-            "pending": [],
-            "follow_ups": [],
+            "run": {"run_id": run_id},
         }
 
     def _plan(
@@ -241,10 +235,12 @@ class LoopRunner:
             chunk = interrupt_chunk(interrupts)
             if chunk is not None:
                 return _gated(chunk)
-        if values.get("status") == "failed" and values.get("error"):
-            _raise_failure(values["error"])
+        failure = failure_of(values)
+        if values.get("status") == "failed" and failure:
+            _raise_failure(failure)
         context = dict(values.get("context") or {})
-        result = values.get("result")
+        run = values.get("run") or {}
+        result = run.get("result")
         if not isinstance(result, Mapping):
             # A run stored before the projection moved into the graph.
             ran = set(values.get("taken") or ())
@@ -257,7 +253,7 @@ class LoopRunner:
             context=context,
             thread_id=thread_id,
             run_id=run_id_of(values, thread_id),
-            follow_ups=tuple(values.get("follow_ups") or ()),
+            follow_ups=tuple(run.get("follow_ups") or ()),
         )
 
     def _lift(self, part: dict[str, Any]) -> dict[str, Any]:
@@ -416,8 +412,9 @@ class LoopRunner:
             raise
         snapshot = self.graph.get_state(config)
         drive(self._finished(run_id, snapshot.values, snapshot.interrupts))
-        if not snapshot.interrupts and snapshot.values.get("status") == "failed" and snapshot.values.get("error"):
-            _raise_failure(snapshot.values["error"])
+        failure = failure_of(snapshot.values)
+        if not snapshot.interrupts and snapshot.values.get("status") == "failed" and failure:
+            _raise_failure(failure)
 
     def astream(
         self,
@@ -462,8 +459,9 @@ class LoopRunner:
             raise
         final = await self.graph.aget_state(config)
         await adrive(self._finished(plan.run_id, final.values, final.interrupts))
-        if not final.interrupts and final.values.get("status") == "failed" and final.values.get("error"):
-            _raise_failure(final.values["error"])
+        failure = failure_of(final.values)
+        if not final.interrupts and final.values.get("status") == "failed" and failure:
+            _raise_failure(failure)
 
     # --- reading a run --------------------------------------------------------------------------------------
 
