@@ -15,9 +15,9 @@ share every line of the loop's logic.
 Hooks ride on the nodes: ``step:end`` of a step and then ``step:start`` of the next run at the end of the
 step's node (a step resumed after an approval does not start twice); ``loop:start`` (and the first step's
 ``step:start``) run in a ``hooks-start`` node that exists only when the loop has such hooks; ``loop:end`` runs
-where the run ends. At its last boundary a run seals its steering queue, or hands what is still queued to the
-last agent step that ran, whose node answers those follow-ups (loops with agent steps only). The result is
-projected inside the graph, so a projection that fails leaves the stored run ``failed``.
+where the steps end (once: follow-ups come after). At its last boundary a run completes itself in its run store
+(sealing its steering queue), or hands what is still queued to the last agent step that ran, whose node answers
+those follow-ups. The result is projected inside the graph, so a projection that fails leaves the run ``failed``.
 
 Events: a node sends ``loop.step.completed``, ``loop.transition`` and the next step's ``loop.step.started``
 when it finishes (the runner sends the first step's ``started``).
@@ -78,6 +78,7 @@ class RunInfo(TypedDict, total=False):
     follow_after: int  # the last follow-up answered
     pending: list[list[Any]]  # (seq, kind, text) queued at the last boundary, for the last agent step to answer
     follow_ups: list[Any]  # their answers
+    ended: bool  # the loop:end hooks ran (before the follow-ups)
     result: dict[str, Any]  # the projection of a completed run
     error: dict[str, Any]  # why a failed run failed (the runner raises it again from this)
 
@@ -89,6 +90,7 @@ class LoopState(TypedDict, total=False):
     status: str
     taken: list[str]
     run: RunInfo
+    error: dict[str, Any] | None  # read only: where runs stored before `RunInfo` kept their error
 
 
 def run_info(state: Mapping[str, Any]) -> RunInfo:
@@ -148,26 +150,33 @@ class _Run:
         return {root for key, root in self.roots.items() if key not in ran} - {self.roots[key] for key in ran}
 
     def end(self, state: LoopState, context: dict[str, Any], taken: list[str], patch: RunInfo) -> Steps:
-        """The last boundary: answer queued follow-ups, or seal, project the result and run ``loop:end`` hooks."""
+        """The last boundary: project, run ``loop:end`` hooks (once), then complete the run in its store.
+
+        When steers or follow-ups are still queued, they go to the last agent step that ran instead.
+        """
         run: RunInfo = {**run_info(state), **patch}
-        run_id = run.get("run_id")
-        if self.agents and run_id:
-            steer_after, follow_after = run.get("steer_after", 0), run.get("follow_after", 0)
-            pending = yield (
-                lambda: self.store.seal(run_id, steer_after=steer_after, follow_after=follow_after),
-                lambda: self.store.aseal(run_id, steer_after=steer_after, follow_after=follow_after),
-            )
-            if pending:
-                # The last agent step that ran answers them (the first one declared, if none ran).
-                key = next((k for k in reversed(taken) if k in self.agents), self.agents[0])
-                update = {"context": context, "taken": taken, "status": "running", "run": {**run, "pending": pending}}
-                return Command(goto=key, update=update)
         try:
             result = project(self.loop.result, context, absent_roots=self.absent(taken))
         except LoopError as error:
             return (yield from self.failed(state, error, context, taken, patch))
-        if self.hooks.get("loop:end"):
+        if self.hooks.get("loop:end") and not run.get("ended"):
             context = yield self.hooks_of("loop:end", state, context, status="completed")
+        run_id = run.get("run_id")
+        if run_id:
+            steer_after, follow_after = run.get("steer_after", 0), run.get("follow_after", 0)
+            pending = yield (
+                lambda: self.store.complete(
+                    run_id, steer_after=steer_after, follow_after=follow_after, step_keys=taken
+                ),
+                lambda: self.store.acomplete(
+                    run_id, steer_after=steer_after, follow_after=follow_after, step_keys=taken
+                ),
+            )
+            if pending and self.agents:
+                # The last agent step that ran answers them (the first one declared, if none ran).
+                key = next((k for k in reversed(taken) if k in self.agents), self.agents[0])
+                run = {**run, "pending": pending, "ended": True}
+                return Command(goto=key, update={"context": context, "taken": taken, "status": "running", "run": run})
         update = {"context": context, "taken": taken, "status": "completed", "run": {**run, "result": result}}
         return Command(goto=END, update=update)
 

@@ -9,8 +9,8 @@ Three operations are atomic in every store, so that several processes can share 
 - ``claim``: a decision takes the gate it answers (state ``awaiting_approval`` and the gate still waiting)
   or nothing — two processes answering one gate, or an answer sent twice, run the gated call once;
 - ``enqueue``: a steer is accepted only while the run is not sealed;
-- ``seal``: at its last boundary a run either takes the messages still queued for it or seals itself, so an
-  accepted steer or follow-up can never be lost while the run finishes.
+- ``complete``: at its last boundary a run either takes the messages still queued for it or seals itself and
+  records ``completed`` (one write), so an accepted steer or follow-up can never be lost while the run finishes.
 """
 
 from __future__ import annotations
@@ -136,8 +136,10 @@ class LoopRunStore:
         """The run's queued steers (not follow-ups) with a sequence number above ``after``, in order."""
         raise NotImplementedError
 
-    def seal(self, run_id: str, *, steer_after: int, follow_after: int) -> list[tuple[int, SteerKind, str]]:
-        """At the run's last boundary: the messages still queued (``[]``: the run is now sealed)."""
+    def complete(
+        self, run_id: str, *, steer_after: int, follow_after: int, step_keys: Sequence[str]
+    ) -> list[tuple[int, SteerKind, str]]:
+        """At the run's last boundary: the messages still queued, or ``[]`` and the run is now sealed and completed."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -191,9 +193,13 @@ class LoopRunStore:
         """Async twin of `runs`."""
         return await asyncio.to_thread(lambda: self.runs(loop=loop, state=state, thread_id=thread_id, limit=limit))
 
-    async def aseal(self, run_id: str, *, steer_after: int, follow_after: int) -> list[tuple[int, SteerKind, str]]:
-        """Async twin of `seal`."""
-        return await asyncio.to_thread(lambda: self.seal(run_id, steer_after=steer_after, follow_after=follow_after))
+    async def acomplete(
+        self, run_id: str, *, steer_after: int, follow_after: int, step_keys: Sequence[str]
+    ) -> list[tuple[int, SteerKind, str]]:
+        """Async twin of `complete`."""
+        return await asyncio.to_thread(
+            lambda: self.complete(run_id, steer_after=steer_after, follow_after=follow_after, step_keys=step_keys)
+        )
 
     def __enter__(self) -> LoopRunStore:
         return self
@@ -242,8 +248,17 @@ class MemoryLoopRuns(LoopRunStore):
             if run is None:
                 return
             keys = run.step_keys if step_keys is None else tuple(step_keys)
-            self._runs[run_id] = replace(
-                run, state=state, step_keys=keys, gate_ids=tuple(gate_ids), error=error, updated_at=_utc(time.time())
+            self._runs[run_id] = LoopRun(
+                run.run_id,
+                run.thread_id,
+                run.loop,
+                state,
+                run.created_at,
+                _utc(time.time()),
+                keys,
+                tuple(gate_ids),
+                run.gates_answered,
+                error,
             )
             if state in TERMINAL:
                 self._sealed.add(run_id)
@@ -314,17 +329,35 @@ class MemoryLoopRuns(LoopRunStore):
         with self._lock:
             return [(s, t) for s, r, k, t in self._queue if r == run_id and k == "steer" and s > after]
 
-    def seal(self, run_id: str, *, steer_after: int, follow_after: int) -> list[tuple[int, SteerKind, str]]:
-        """Take what is still queued, or seal."""
+    def complete(
+        self, run_id: str, *, steer_after: int, follow_after: int, step_keys: Sequence[str]
+    ) -> list[tuple[int, SteerKind, str]]:
+        """Take what is still queued, or seal and complete."""
         with self._lock:
             pending = [
                 (s, k, t)
                 for s, r, k, t in self._queue
                 if r == run_id and s > (steer_after if k == "steer" else follow_after)
             ]
-            if not pending:
-                self._sealed.add(run_id)
-            return pending
+            if pending:
+                return pending
+            self._sealed.add(run_id)
+            self._decisions.pop(run_id, None)
+            run = self._runs.get(run_id)
+            if run is not None:
+                self._runs[run_id] = LoopRun(
+                    run.run_id,
+                    run.thread_id,
+                    run.loop,
+                    "completed",
+                    run.created_at,
+                    _utc(time.time()),
+                    tuple(step_keys),
+                    (),
+                    run.gates_answered,
+                    None,
+                )
+            return []
 
     # Memory answers in microseconds: the async twins run inline.
     async def aput(self, run: LoopRun) -> None:
@@ -355,9 +388,11 @@ class MemoryLoopRuns(LoopRunStore):
         """Async twin of `get`."""
         return self.get(run_id)
 
-    async def aseal(self, run_id: str, *, steer_after: int, follow_after: int) -> list[tuple[int, SteerKind, str]]:
-        """Async twin of `seal`."""
-        return self.seal(run_id, steer_after=steer_after, follow_after=follow_after)
+    async def acomplete(
+        self, run_id: str, *, steer_after: int, follow_after: int, step_keys: Sequence[str]
+    ) -> list[tuple[int, SteerKind, str]]:
+        """Async twin of `complete`."""
+        return self.complete(run_id, steer_after=steer_after, follow_after=follow_after, step_keys=step_keys)
 
     def __repr__(self) -> str:
         return f"memory_loop_runs() ({len(self._runs)} runs)"

@@ -1,7 +1,7 @@
 """The SQL run stores: one implementation of `LoopRunStore` over SQLite (here) and Postgres (`_store_postgres`).
 
 Two tables, created on first use: ``ai_utils_loop_runs`` (one row per run) and ``ai_utils_loop_messages`` (steers
-and follow-ups). Every read-check-write (claim, enqueue, seal) runs in one write transaction that locks the run
+and follow-ups). Every read-check-write (claim, enqueue, complete) runs in one write transaction that locks the run
 row first (SQLite: ``BEGIN IMMEDIATE``; Postgres: ``SELECT ... FOR UPDATE``), so processes sharing a store agree.
 
 Stores connect lazily: the first call opens the connection and creates the tables, so an unreachable store
@@ -48,6 +48,12 @@ _UPDATE = (
     "UPDATE ai_utils_loop_runs SET state = ?, updated_at = ?, step_keys = COALESCE(?, step_keys), "
     "gate_ids = ?, error = ?, sealed = CASE WHEN ? = 1 THEN 1 ELSE sealed END, "
     "decision = CASE WHEN ? = 1 THEN decision ELSE NULL END WHERE run_id = ?"
+)
+
+
+_COMPLETE = (
+    "UPDATE ai_utils_loop_runs SET state = 'completed', sealed = 1, updated_at = ?, step_keys = ?, gate_ids = '[]', "
+    "error = NULL, decision = NULL WHERE run_id = ?"
 )
 
 
@@ -190,19 +196,25 @@ class SqlLoopRuns(LoopRunStore):
             )
             return [(int(seq), str(text)) for seq, text in cur.fetchall()]
 
-    def seal(self, run_id: str, *, steer_after: int, follow_after: int) -> list[tuple[int, SteerKind, str]]:
-        """Take what is still queued, or seal."""
+    def complete(
+        self, run_id: str, *, steer_after: int, follow_after: int, step_keys: Sequence[str]
+    ) -> list[tuple[int, SteerKind, str]]:
+        """Take what is still queued, or seal and complete."""
         with self._write() as cur:
             self._locked(cur, run_id)
-            cur.execute(
-                "SELECT seq, kind, text FROM ai_utils_loop_messages WHERE run_id = ? AND "
-                "((kind = 'steer' AND seq > ?) OR (kind = 'follow_up' AND seq > ?)) ORDER BY seq",
-                (run_id, steer_after, follow_after),
-            )
-            pending = [(int(seq), kind, str(text)) for seq, kind, text in cur.fetchall()]
+            pending = self._pending(cur, run_id, steer_after, follow_after)
             if not pending:
-                cur.execute("UPDATE ai_utils_loop_runs SET sealed = 1 WHERE run_id = ?", (run_id,))
+                cur.execute(_COMPLETE, (time.time(), json.dumps(list(step_keys)), run_id))
             return pending
+
+    @staticmethod
+    def _pending(cur: Cursor, run_id: str, steer_after: int, follow_after: int) -> list[tuple[int, SteerKind, str]]:
+        cur.execute(
+            "SELECT seq, kind, text FROM ai_utils_loop_messages WHERE run_id = ? AND "
+            "((kind = 'steer' AND seq > ?) OR (kind = 'follow_up' AND seq > ?)) ORDER BY seq",
+            (run_id, steer_after, follow_after),
+        )
+        return [(int(seq), kind, str(text)) for seq, kind, text in cur.fetchall()]
 
 
 _SQLITE_DDL = (
@@ -313,17 +325,18 @@ class SqliteLoopRuns(SqlLoopRuns):
         """Set a recorded run's state (one statement)."""
         self._single(_UPDATE, _update_params(run_id, state, step_keys, gate_ids, error))
 
-    def seal(self, run_id: str, *, steer_after: int, follow_after: int) -> list[tuple[int, SteerKind, str]]:
-        """Seal in one statement unless messages are queued (SQLite runs it under its write lock, atomically)."""
-        sealed = self._single(
-            "UPDATE ai_utils_loop_runs SET sealed = 1 WHERE run_id = ? AND NOT EXISTS (SELECT 1 FROM "
-            "ai_utils_loop_messages WHERE run_id = ? AND ((kind = 'steer' AND seq > ?) OR "
-            "(kind = 'follow_up' AND seq > ?)))",
-            (run_id, run_id, steer_after, follow_after),
+    def complete(
+        self, run_id: str, *, steer_after: int, follow_after: int, step_keys: Sequence[str]
+    ) -> list[tuple[int, SteerKind, str]]:
+        """Seal and complete in one statement unless messages are queued (SQLite runs it under its write lock)."""
+        done = self._single(
+            _COMPLETE + " AND NOT EXISTS (SELECT 1 FROM ai_utils_loop_messages WHERE run_id = ? AND "
+            "((kind = 'steer' AND seq > ?) OR (kind = 'follow_up' AND seq > ?)))",
+            (time.time(), json.dumps(list(step_keys)), run_id, run_id, steer_after, follow_after),
         )
-        if sealed:
+        if done:
             return []
-        return super().seal(run_id, steer_after=steer_after, follow_after=follow_after)
+        return super().complete(run_id, steer_after=steer_after, follow_after=follow_after, step_keys=step_keys)
 
     # SQLite answers in microseconds: the async twins run inline, as the session store's do on its worker loop;
     # a thread hop per call would cost more than the call (WAL readers never wait; a writer may wait briefly for
@@ -348,9 +361,11 @@ class SqliteLoopRuns(SqlLoopRuns):
         """Async twin of `get` (inline)."""
         return self.get(run_id)
 
-    async def aseal(self, run_id: str, *, steer_after: int, follow_after: int) -> list[tuple[int, SteerKind, str]]:
-        """Async twin of `seal` (inline)."""
-        return self.seal(run_id, steer_after=steer_after, follow_after=follow_after)
+    async def acomplete(
+        self, run_id: str, *, steer_after: int, follow_after: int, step_keys: Sequence[str]
+    ) -> list[tuple[int, SteerKind, str]]:
+        """Async twin of `complete` (inline)."""
+        return self.complete(run_id, steer_after=steer_after, follow_after=follow_after, step_keys=step_keys)
 
     def close(self) -> None:
         """Close the database connection."""
@@ -392,7 +407,7 @@ def sqlite_loop_runs(path: str | os.PathLike[str]) -> LoopRunStore:
     return SqliteLoopRuns(text)
 
 
-def postgres_loop_runs(conn: Any) -> LoopRunStore:
+def postgres_loop_runs(conn: Any, *, timeout: float = 10.0) -> LoopRunStore:
     """A run store in Postgres that processes on any number of machines share (extra ``postgres``).
 
     Its tables are created on first use; an unreachable server fails the first `LoopRunner.invoke` that needs the
@@ -401,10 +416,13 @@ def postgres_loop_runs(conn: Any) -> LoopRunStore:
     Args:
         conn: a libpq connection string (never shown in errors; a pool of up to 4 connections is opened on first
             use), or your own psycopg ``Connection`` (autocommit; used under a lock) or ``ConnectionPool``.
+        timeout: seconds to wait for a connection before the store counts as unreachable.
 
     Raises:
-        UserError: ``conn`` is not one of those, or the string cannot be parsed.
+        UserError: ``conn`` is not one of those, the string cannot be parsed, or a bad ``timeout``.
     """
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 600:
+        raise UserError(f"postgres_loop_runs(timeout=...) must be seconds in (0, 600], got {timeout!r}.")
     from ai_utils.loops._store_postgres import PostgresLoopRuns
 
-    return PostgresLoopRuns(conn)
+    return PostgresLoopRuns(conn, timeout=float(timeout))

@@ -339,7 +339,9 @@ class LoopRunner:
         return self._outcome(output.value, output.interrupts, thread_id)  # type: ignore[no-any-return]
 
     def _finished(self, run_id: str, values: Mapping[str, Any], interrupts: Sequence[Interrupt]) -> Any:
-        yield finish_twin(self.run_store, run_id, values, interrupts)
+        if interrupts or values.get("status") != "completed" or not (values.get("run") or {}).get("run_id"):
+            yield finish_twin(self.run_store, run_id, values, interrupts)
+        # A completed run recorded itself at its last boundary (`LoopRunStore.complete`, with the steering seal).
 
     def _record_crash(self, run_id: str, config: RunnableConfig) -> None:
         """A run that raised (a tool error, a cancel) is recorded as it stands; it can be continued.

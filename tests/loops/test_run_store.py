@@ -106,8 +106,11 @@ class RecordingStore(LoopRunStore):
     def messages(self, run_id: str, *, after: int) -> list[tuple[int, str]]:
         return self.inner.messages(run_id, after=after)
 
-    def seal(self, run_id, *, steer_after, follow_after):  # type: ignore[no-untyped-def]
-        return self.inner.seal(run_id, steer_after=steer_after, follow_after=follow_after)
+    def complete(self, run_id, *, steer_after, follow_after, step_keys):  # type: ignore[no-untyped-def]
+        pending = self.inner.complete(run_id, steer_after=steer_after, follow_after=follow_after, step_keys=step_keys)
+        if not pending:
+            self.states.append("completed")
+        return pending
 
 
 def test_a_gate_goes_through_approval_approved_and_resuming_and_the_resumed_run_reads_resuming() -> None:
@@ -195,8 +198,7 @@ def test_an_unreachable_postgres_run_store_fails_invoke_before_any_step(postgres
 
     ledger = Ledger()
     dead = f"postgresql://postgres:hunter2@127.0.0.1:{free_port()}/postgres?connect_timeout=1"
-    store = postgres_loop_runs(dead)
-    store._timeout = 2  # type: ignore[attr-defined]  # the default waits 10 s for a server that never comes
+    store = postgres_loop_runs(dead, timeout=2)
     runner = LoopRunner(support_loop(), llm=support_model(ledger), tools=support_tools(ledger), run_store=store)
     with pytest.raises(LoopError, match="unreachable") as caught:
         runner.invoke(REFUND, thread_id="x")
