@@ -579,15 +579,21 @@ def build_graph(
     events: Events,
     checkpointer: Checkpointer,
     store: LoopRunStore,
+    step_middleware: Sequence[Any] = (),
 ) -> Any:
-    """Compile ``loop`` to a `StateGraph` with ``checkpointer``."""
+    """Compile ``loop`` to a `StateGraph` with ``checkpointer``.
+
+    ``middleware`` (the user's) runs in agent steps and around tool steps' calls; ``step_middleware`` (ours,
+    e.g. context trust) runs first, in agent steps only.
+    """
     run = _Run(loop, events, store)
     builder: StateGraph[LoopState, Any, LoopState, LoopState] = StateGraph(LoopState)
     for key, step in loop.steps.items():
         node: _Node
         if isinstance(step, AgentStep):
             assert llm is not None  # the runner checks it
-            graph = agent_graph(loop, key, step, llm, [tools[t] for t in step.tools], middleware, events, store)
+            stack = [*step_middleware, *middleware]
+            graph = agent_graph(loop, key, step, llm, [tools[t] for t in step.tools], stack, events, store)
             node = _AgentNode(run, key, graph, step)
         else:
             node = _ToolNode(run, key, tools[step.tool], step, middleware)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.callbacks import BaseCallbackHandler
@@ -29,6 +29,7 @@ from ai_utils.exceptions import (
     LoopPolicyDeniedError,
     UserError,
 )
+from ai_utils.guard._trust import context_trust_middleware
 from ai_utils.loops._context import LoopResult, jsonable, project
 from ai_utils.loops._events import Events, OnEvent
 from ai_utils.loops._graph import build_graph, failure_of
@@ -109,6 +110,8 @@ class LoopRunner:
             usual interrupt chunk. Guardrail decisions are ``policy.result`` events.
         run_store: where runs are recorded (`memory_loop_runs`, the default; `sqlite_loop_runs`,
             `postgres_loop_runs` to list, approve and steer runs from other processes). See `runs` and `steer`.
+        context_trust: ``"enforce"``: in agent steps every tool result enters the history as a data block
+            (`trust_segment`) and each model call is told such blocks are not instructions. Default ``"off"``.
 
     Attributes:
         loop: the definition.
@@ -132,11 +135,15 @@ class LoopRunner:
         on_event: OnEvent | None = None,
         middleware: Sequence[Any] = (),
         run_store: LoopRunStore | None = None,
+        context_trust: Literal["enforce", "off"] = "off",
     ) -> None:
         if inspect.iscoroutinefunction(on_event):
             raise UserError("LoopRunner(on_event=...) must be a plain (sync) function; it is called inside the run.")
         if isinstance(middleware, AgentMiddleware):
             middleware = [middleware]
+        # The step's prompt is the loop's, so the trust rule rides on each model call of the step. Agent steps
+        # only: a tool step's result is data for the context, never model history.
+        trust = context_trust_middleware(context_trust, owner="LoopRunner", instruct=True)
         if not isinstance(loop, Loop):
             raise UserError(f"LoopRunner needs a Loop from define_loop(...), got {loop!r}.")
         if run_store is not None and not isinstance(run_store, LoopRunStore):
@@ -177,6 +184,7 @@ class LoopRunner:
             llm=llm,
             tools=by_name,
             middleware=middleware,
+            step_middleware=trust,
             events=self.events,
             checkpointer=checkpointer,
             store=self.run_store,

@@ -21,6 +21,7 @@ from ai_utils.exceptions import UserError
 from ai_utils.memory._methods import Flow, Step, aiterate, iterate, twins
 from ai_utils.sessions._schema import MAX_STEER_BYTES, check_id, loads
 from ai_utils.sessions._store import SessionStore
+from ai_utils.streaming._decisions import to_resume
 
 __all__ = ["Session", "StopReason", "Turn", "TurnResult"]
 
@@ -192,6 +193,7 @@ class Session:
                     f"Session {self.id!r} has no approval waiting, so there is nothing to decide; "
                     "send a message with prompt(input) instead."
                 )
+            to_resume(decision, decisions, pending=state.interrupts)  # a bad answer fails here, before it is stored
         payload: dict[str, Any] = {"input": input} if input is not None else {}
         if decision is not None:
             payload["decision"] = decision
