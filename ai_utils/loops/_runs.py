@@ -3,10 +3,15 @@
 Gate rules (a decision answers a gate; ``gate_id`` is in the interrupt chunk):
 
 - ``decision=..., gate_id=g``: answers gate ``g`` only; a ``g`` that is not waiting on the thread → `UserError`.
-- ``decision=...`` without ``gate_id``: answers the gate(s) waiting now, but only while the run has answered no
+- ``decision=...`` without ``gate_id``: answers the gate waiting now, but only while the run has answered no
   gate before (according to its run store). From a run's second gate on, a bare decision is refused
   (`UserError` naming the waiting gate): an "approve" sent twice (a double click, a retried request) can then
   never approve a gate its sender has not seen.
+- Several items pending at once (an agent step's model asked for two gated calls in one reply): the house's
+  multi-item rule (`ai_utils.streaming._decisions`): one ``decision`` is refused (`UserError` naming
+  ``decisions=`` and ``approve_all``); ``decisions=`` answers every item — a list in item order (bare, like a
+  bare decision), or a mapping keyed by item id or ``gate_id`` (it names its gates). With ``gate_id``, the
+  decision(s) answer that gate's items only.
 - Either way the store claims the gate atomically first (`LoopRunStore.claim`), so two processes answering one
   gate — or one answer arriving twice at once — run the gated call once; the loser gets `UserError`.
 - The claimed decision is kept with the run (state ``approval_approved``, then ``resuming``) until the run moves
@@ -24,12 +29,14 @@ from typing import Any
 
 from langgraph.types import Command, Interrupt, StateSnapshot
 
+from ai_utils._run.calls import Decisions
 from ai_utils.client import Decision
 from ai_utils.exceptions import AiUtilsError, LoopError, UserError
 from ai_utils.loops._permissions import APPROVAL_KIND
 from ai_utils.loops._store import LoopRun, LoopRunStore, RunState, record
 from ai_utils.loops._twins import Twin
 from ai_utils.streaming._decisions import to_resume
+from ai_utils.streaming._interrupts import slots
 
 __all__ = ["Plan", "begin", "finish_twin", "gate_of", "outcome_state", "plan_call", "run_id_of"]
 
@@ -66,15 +73,32 @@ class Plan:
     steps: list[str] = field(default_factory=list)
 
 
-def _check_answer(decision: object, pending: Sequence[Interrupt]) -> None:
+def _check_answers(resume: Any, targets: Sequence[Interrupt]) -> None:
     """A loop approval takes approve/reject only; other interrupts (e.g. guardrails') are the mapper's to check."""
-    gates = [i for i in pending if isinstance(i.value, Mapping) and i.value.get("type") == APPROVAL_KIND]
-    kind = decision.get("type") if isinstance(decision, Mapping) else decision
-    if gates and kind not in ("approve", "reject"):
-        raise UserError(f"A loop approval takes {_ANSWERS}; got decision={decision!r}.")
+    values = {targets[0].id: resume} if len(targets) == 1 else dict(resume)
+    for interrupt in targets:
+        if isinstance(interrupt.value, Mapping) and interrupt.value.get("type") == APPROVAL_KIND:
+            answer = values.get(interrupt.id)
+            kind = answer.get("type") if isinstance(answer, Mapping) else answer
+            if kind not in ("approve", "reject"):
+                raise UserError(f"A loop approval takes {_ANSWERS}; got {answer!r} for gate {gate_of(interrupt)!r}.")
 
 
-def _decide(decision: Decision, gate_id: str | None, snapshot: StateSnapshot, thread_id: str) -> Plan:
+def _by_item(decisions: Decisions | None, targets: Sequence[Interrupt]) -> Decisions | None:
+    """A ``decisions`` mapping may be keyed by gate id too: those keys become the gate's item id."""
+    if not isinstance(decisions, Mapping):
+        return decisions
+    by_gate: dict[str, list[str]] = {}
+    for slot in slots(targets):
+        by_gate.setdefault(gate_of(slot.interrupt), []).append(str(slot.item["id"]))
+    # A gate with several items (a batched HITL interrupt) is answered per item, never by its gate id.
+    single = {gate: ids[0] for gate, ids in by_gate.items() if len(ids) == 1}
+    return {single.get(key, key): value for key, value in decisions.items()}
+
+
+def _decide(
+    decision: Decision | None, decisions: Decisions | None, gate_id: str | None, snapshot: StateSnapshot, thread_id: str
+) -> Plan:
     pending = list(snapshot.interrupts)
     waiting = [gate_of(i) for i in pending]
     if not pending:
@@ -82,20 +106,28 @@ def _decide(decision: Decision, gate_id: str | None, snapshot: StateSnapshot, th
             f"Thread {thread_id!r} waits for no decision (gate_id={gate_id!r}): it has no pending approval. Start a "
             "run with `input`, or read the run's state with state()."
         )
-    _check_answer(decision, pending)
     run_id = run_id_of(snapshot.values, thread_id)
-    if gate_id is None:
-        resume = to_resume(decision, None, pending=pending)
-        return Plan("decide", resume, run_id, thread_id, waiting, waiting, _approves(decision), bare=True)
-    if not isinstance(gate_id, str) or gate_id not in waiting:
-        raise UserError(
-            f"Gate {gate_id!r} is not waiting on thread {thread_id!r}; waiting: {waiting!r}. It was answered "
-            "already or belongs to another run: answer the gate from the latest interrupt chunk (its `gate_id`)."
-        )
-    target = pending[waiting.index(gate_id)]
-    command = to_resume(decision, None, pending=[target])
-    keyed: Any = command if len(pending) == 1 else Command(resume={target.id: command.resume})
-    return Plan("decide", keyed, run_id, thread_id, [gate_id], waiting, _approves(decision))
+    targets = pending
+    if gate_id is not None:
+        if not isinstance(gate_id, str) or gate_id not in waiting:
+            raise UserError(
+                f"Gate {gate_id!r} is not waiting on thread {thread_id!r}; waiting: {waiting!r}. It was answered "
+                "already or belongs to another run: answer the gate from the latest interrupt chunk (its `gate_id`)."
+            )
+        targets = [pending[waiting.index(gate_id)]]
+    # The house's one mapper applies the multi-item rule: one `decision` never answers several pending items.
+    command = to_resume(decision, _by_item(decisions, targets), pending=targets)
+    _check_answers(command.resume, targets)
+    answers = (
+        [decision] if decisions is None else list(decisions.values() if isinstance(decisions, Mapping) else decisions)
+    )
+    approve = any(_approves(answer) for answer in answers)
+    if gate_id is not None:
+        keyed: Any = command if len(pending) == 1 else Command(resume={targets[0].id: command.resume})
+        return Plan("decide", keyed, run_id, thread_id, [gate_id], waiting, approve)
+    # A mapping names the items it answers; a bare decision or a positional list does not.
+    bare = not isinstance(decisions, Mapping)
+    return Plan("decide", command, run_id, thread_id, waiting, waiting, approve, bare=bare)
 
 
 def _approves(decision: object) -> bool:
@@ -110,14 +142,19 @@ def plan_call(
     gate_id: str | None,
     snapshot: StateSnapshot,
     start: Any,
+    decisions: Decisions | None = None,
 ) -> Plan:
     """What this call does: start a run (``start(run_id)`` builds its input), answer a gate, or continue one."""
-    if decision is not None:
+    if decision is not None or decisions is not None:
         if input is not None:
-            raise UserError("Pass either `input` (start a run) or `decision` (answer its approval), not both.")
-        return _decide(decision, gate_id, snapshot, thread_id)
+            raise UserError(
+                "Pass either `input` (start a run) or `decision`/`decisions` (answer its approvals), not both."
+            )
+        return _decide(decision, decisions, gate_id, snapshot, thread_id)
     if gate_id is not None:
-        raise UserError(f"gate_id={gate_id!r} names the gate a `decision` answers; pass `decision=` with it.")
+        raise UserError(
+            f"gate_id={gate_id!r} names the gate a `decision` answers; pass `decision=` with it (or `decisions=`)."
+        )
     if input is None:
         if snapshot.next and not snapshot.interrupts:
             # A run cut short (a raising tool, a crash): go on from its last stored step.

@@ -3,7 +3,8 @@
 ``invoke``/``ainvoke``/``stream``/``astream`` share one core: the plan of the call and its record in the run store
 before the run (`ai_utils.loops._runs`), the outcome and its record after it. Approvals use the project's one
 decision mapper and chunk adapter, so a paused loop looks like a paused `Agent`: an ``{"kind": "interrupt", ...}``
-chunk (with the loop's ``gate_id``), resumed with ``decision="approve"`` or ``decision="reject"``.
+chunk (with the loop's ``gate_id``), resumed with ``decision="approve"`` or ``decision="reject"`` (or
+``decisions=[...]`` when several items wait at once).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.types import GraphOutput, Interrupt, StateSnapshot
 
+from ai_utils._run.calls import Decisions, run_config
 from ai_utils._run.calls import Interrupt as InterruptChunk
-from ai_utils._run.calls import run_config
 from ai_utils.client import Decision, StreamChunk
 from ai_utils.exceptions import (
     LoopDefinitionError,
@@ -226,12 +227,26 @@ class LoopRunner:
         }
 
     def _plan(
-        self, input: Any, thread_id: str, decision: Decision | None, gate_id: str | None, snapshot: StateSnapshot
+        self,
+        input: Any,
+        thread_id: str,
+        decision: Decision | None,
+        decisions: Decisions | None,
+        gate_id: str | None,
+        snapshot: StateSnapshot,
     ) -> Plan:
         def start(run_id: str) -> dict[str, Any]:
             return self._start_input(input, thread_id, run_id)
 
-        plan = plan_call(input, thread_id=thread_id, decision=decision, gate_id=gate_id, snapshot=snapshot, start=start)
+        plan = plan_call(
+            input,
+            thread_id=thread_id,
+            decision=decision,
+            decisions=decisions,
+            gate_id=gate_id,
+            snapshot=snapshot,
+            start=start,
+        )
         return plan
 
     def _started(self, plan: Plan) -> None:
@@ -279,6 +294,7 @@ class LoopRunner:
         *,
         thread_id: str,
         decision: Decision | None = None,
+        decisions: Decisions | None = None,
         gate_id: str | None = None,
     ) -> LoopResult | InterruptChunk:
         """Run the loop from its start, or answer a paused run's gate with ``decision``.
@@ -293,6 +309,10 @@ class LoopRunner:
             thread_id: the run's id (its checkpoint thread).
             decision: the answer to a pending approval: ``"approve"``/``"reject"`` (or
                 ``{"type": "reject", "message": "why"}``).
+            decisions: one answer per pending item when several wait at once (an agent step's model asked for
+                several gated calls): a list in the interrupt chunk's ``items`` order, or a mapping keyed by item id
+                or ``gate_id``; ``approve_all(chunk)`` approves them all. A single ``decision`` for several pending
+                items is a `UserError` (it would approve calls nobody looked at).
             gate_id: the gate the decision answers (the interrupt chunk's ``gate_id``). Without it a decision
                 answers the gate waiting now, but only for the run's first gate: from the second gate on a
                 decision must name its gate, so an answer sent twice never approves a gate nobody saw.
@@ -307,11 +327,11 @@ class LoopRunner:
             LoopError: a missing ``ctx`` path, no matching transition, an unsafe ``open_url`` URL, a failed hook, a
                 failed result projection; or the run store is unreachable (before any step ran).
             UserError: bad arguments (no thread id, input and decision together, a gate that is not waiting, a
-                bare decision for a run's second gate, ...).
+                bare decision for a run's second gate, one ``decision`` for several pending items, ...).
         """
         config = self._config(thread_id)
         snapshot = self.graph.get_state(config)
-        plan = self._plan(input, thread_id, decision, gate_id, snapshot)
+        plan = self._plan(input, thread_id, decision, decisions, gate_id, snapshot)
         drive(begin(self.run_store, plan, self.loop.name, snapshot))
         self._started(plan)
         try:
@@ -328,12 +348,13 @@ class LoopRunner:
         *,
         thread_id: str,
         decision: Decision | None = None,
+        decisions: Decisions | None = None,
         gate_id: str | None = None,
     ) -> LoopResult | InterruptChunk:
         """Async twin of `invoke`."""
         config = self._config(thread_id)
         snapshot = await self.graph.aget_state(config)
-        plan = self._plan(input, thread_id, decision, gate_id, snapshot)
+        plan = self._plan(input, thread_id, decision, decisions, gate_id, snapshot)
         await adrive(begin(self.run_store, plan, self.loop.name, snapshot))
         self._started(plan)
         try:
@@ -383,6 +404,7 @@ class LoopRunner:
         *,
         thread_id: str,
         decision: Decision | None = None,
+        decisions: Decisions | None = None,
         gate_id: str | None = None,
         show_tool_calls: bool = False,
     ) -> Iterator[StreamChunk]:
@@ -398,7 +420,7 @@ class LoopRunner:
         """
         config = self._config(thread_id)
         snapshot = self.graph.get_state(config)
-        plan = self._plan(input, thread_id, decision, gate_id, snapshot)
+        plan = self._plan(input, thread_id, decision, decisions, gate_id, snapshot)
         drive(begin(self.run_store, plan, self.loop.name, snapshot))
         self._started(plan)
         parts = self.graph.stream(plan.graph_input, config, durability="sync", **stream_kwargs())
@@ -432,24 +454,25 @@ class LoopRunner:
         *,
         thread_id: str,
         decision: Decision | None = None,
+        decisions: Decisions | None = None,
         gate_id: str | None = None,
         show_tool_calls: bool = False,
     ) -> AsyncIterator[StreamChunk]:
         """Async twin of `stream` (the thread's pending approval is read when iteration starts)."""
         config = self._config(thread_id)
-        return self._achunks(input, thread_id, decision, gate_id, config, ChunkAdapter(show_tool_calls=show_tool_calls))
+        adapter = ChunkAdapter(show_tool_calls=show_tool_calls)
+        return self._achunks(input, thread_id, (decision, decisions, gate_id), config, adapter)
 
     async def _achunks(
         self,
         input: Mapping[str, Any] | None,
         thread_id: str,
-        decision: Decision | None,
-        gate_id: str | None,
+        answer: tuple[Decision | None, Decisions | None, str | None],
         config: RunnableConfig,
         adapter: ChunkAdapter,
     ) -> AsyncIterator[StreamChunk]:
         snapshot = await self.graph.aget_state(config)
-        plan = self._plan(input, thread_id, decision, gate_id, snapshot)
+        plan = self._plan(input, thread_id, *answer, snapshot)
         await adrive(begin(self.run_store, plan, self.loop.name, snapshot))
         self._started(plan)
         parts = self.graph.astream(plan.graph_input, config, durability="sync", **stream_kwargs())
