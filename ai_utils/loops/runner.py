@@ -24,6 +24,7 @@ from ai_utils._run.calls import Decisions, run_config
 from ai_utils._run.calls import Interrupt as InterruptChunk
 from ai_utils.client import Decision, StreamChunk
 from ai_utils.exceptions import (
+    AiUtilsError,
     LoopDefinitionError,
     LoopError,
     LoopPermissionDeniedError,
@@ -39,7 +40,7 @@ from ai_utils.loops._limits import MAX_CONTEXT_DEPTH, MAX_TEXT_CHARS, data_probl
 from ai_utils.loops._loop import Loop
 from ai_utils.loops._policy import PolicyEvents
 from ai_utils.loops._runs import Plan, begin, finish_twin, plan_call, run_id_of
-from ai_utils.loops._steps import AgentStep
+from ai_utils.loops._steps import AgentStep, ToolStep
 from ai_utils.loops._store import TERMINAL, LoopRun, LoopRunStore, RunState, memory_loop_runs, record
 from ai_utils.loops._twins import adrive, drive
 from ai_utils.streaming._adapter import ChunkAdapter, aadapt, adapt, stream_kwargs
@@ -336,9 +337,11 @@ class LoopRunner:
         self._started(plan)
         try:
             output: GraphOutput[Any] = self.graph.invoke(plan.graph_input, config, durability="sync", version="v2")
-        except BaseException:
-            self._record_crash(plan.run_id, config)
-            raise
+        except BaseException as error:
+            raised = self._record_crash(plan.run_id, config, error)
+            if raised is error:
+                raise
+            raise raised from error
         drive(self._finished(plan.run_id, output.value, output.interrupts))
         return self._outcome(output.value, output.interrupts, thread_id)  # type: ignore[no-any-return]
 
@@ -361,9 +364,11 @@ class LoopRunner:
             output: GraphOutput[Any] = await self.graph.ainvoke(
                 plan.graph_input, config, durability="sync", version="v2"
             )
-        except BaseException:
-            await self._arecord_crash(plan.run_id, config)
-            raise
+        except BaseException as error:
+            raised = await self._arecord_crash(plan.run_id, config, error)
+            if raised is error:
+                raise
+            raise raised from error
         await adrive(self._finished(plan.run_id, output.value, output.interrupts))
         return self._outcome(output.value, output.interrupts, thread_id)  # type: ignore[no-any-return]
 
@@ -372,29 +377,61 @@ class LoopRunner:
             yield finish_twin(self.run_store, run_id, values, interrupts)
         # A completed run recorded itself at its last boundary (`LoopRunStore.complete`, with the steering seal).
 
-    def _record_crash(self, run_id: str, config: RunnableConfig) -> None:
+    def _record_crash(self, run_id: str, config: RunnableConfig, error: BaseException) -> BaseException:
         """A run that raised (a tool error, a cancel) is recorded as it stands; it can be continued.
 
-        Still waiting at the gate it was resumed from, the record keeps ``resuming`` and the decision.
+        Still waiting at the gate it was resumed from, the record keeps ``resuming`` and the decision. Returns
+        the error the caller gets (`_crash_error`).
         """
         try:
             snapshot = self.graph.get_state(config)
-            if snapshot.interrupts:
-                return
-            state = self._snapshot_state(snapshot, str(config["configurable"]["thread_id"]))
-            self.run_store.update(run_id, state=state, step_keys=snapshot.values.get("taken") or ())
         except Exception:  # the run's own error is what the caller must see
-            return
+            return error
+        raised = self._crash_error(error, snapshot)
+        try:
+            if not snapshot.interrupts:
+                state = self._snapshot_state(snapshot, str(config["configurable"]["thread_id"]))
+                failed = type(raised).__name__ if state == "failed" else None
+                keys = snapshot.values.get("taken") or ()
+                self.run_store.update(run_id, state=state, step_keys=keys, error=failed)
+        except Exception:
+            pass
+        return raised
 
-    async def _arecord_crash(self, run_id: str, config: RunnableConfig) -> None:
+    async def _arecord_crash(self, run_id: str, config: RunnableConfig, error: BaseException) -> BaseException:
         try:
             snapshot = await self.graph.aget_state(config)
-            if snapshot.interrupts:
-                return
-            state = self._snapshot_state(snapshot, str(config["configurable"]["thread_id"]))
-            await self.run_store.aupdate(run_id, state=state, step_keys=snapshot.values.get("taken") or ())
         except Exception:
-            return
+            return error
+        raised = self._crash_error(error, snapshot)
+        try:
+            if not snapshot.interrupts:
+                state = self._snapshot_state(snapshot, str(config["configurable"]["thread_id"]))
+                failed = type(raised).__name__ if state == "failed" else None
+                keys = snapshot.values.get("taken") or ()
+                await self.run_store.aupdate(run_id, state=state, step_keys=keys, error=failed)
+        except Exception:
+            pass
+        return raised
+
+    def _crash_error(self, error: BaseException, snapshot: StateSnapshot) -> BaseException:
+        """A ``tool_step`` whose tool raised fails the run with `LoopError` (the tool's exception is its cause).
+
+        Only the exception's type is in the message: its text may quote context values. The run stays
+        continuable: ``invoke(thread_id=...)`` runs the step again once the cause is fixed. Anything else (a
+        cancel, our own errors, an agent step's model error) is raised as it is.
+        """
+        if not isinstance(error, Exception) or isinstance(error, AiUtilsError):
+            return error
+        crashed = next((task.name for task in snapshot.tasks if task.error), None)
+        step = self.loop.steps.get(crashed) if crashed else None
+        if not isinstance(step, ToolStep):
+            return error
+        return LoopError(
+            f"Step {crashed!r}: the tool {step.tool!r} raised {type(error).__name__}; the run failed. Fix the cause "
+            "and continue it with invoke(thread_id=...) (the step runs again), or start a new run.",
+            step_key=crashed,
+        )
 
     # --- stream ---------------------------------------------------------------------------------------------
 
@@ -439,9 +476,11 @@ class LoopRunner:
         try:
             for chunk in adapt(lifted(), adapter):
                 yield _gated(chunk)
-        except BaseException:
-            self._record_crash(run_id, config)
-            raise
+        except BaseException as error:
+            raised = self._record_crash(run_id, config, error)
+            if raised is error:
+                raise
+            raise raised from error
         snapshot = self.graph.get_state(config)
         drive(self._finished(run_id, snapshot.values, snapshot.interrupts))
         failure = failure_of(snapshot.values)
@@ -487,9 +526,11 @@ class LoopRunner:
         try:
             async for chunk in aadapt(lifted(), adapter):
                 yield _gated(chunk)
-        except BaseException:
-            await self._arecord_crash(plan.run_id, config)
-            raise
+        except BaseException as error:
+            raised = await self._arecord_crash(plan.run_id, config, error)
+            if raised is error:
+                raise
+            raise raised from error
         final = await self.graph.aget_state(config)
         await adrive(self._finished(plan.run_id, final.values, final.interrupts))
         failure = failure_of(final.values)

@@ -10,6 +10,7 @@ import pytest
 from langchain_core.tools import tool
 
 from ai_utils import (
+    LoopError,
     LoopResult,
     LoopRunner,
     UserError,
@@ -138,7 +139,7 @@ def test_a_decision_whose_run_broke_before_passing_the_gate_is_kept_and_resumed(
     pay = Payments(fail_first_refund=True)
     runner = LoopRunner(pay.loop(), tools=pay.tools)
     gate = runner.invoke({"request": {"order_id": "O-5"}}, thread_id="t")["gate_id"]  # type: ignore[index]
-    with pytest.raises(ConnectionError):
+    with pytest.raises(LoopError, match="raised ConnectionError"):
         runner.invoke(thread_id="t", decision="approve", gate_id=gate)
     # The checkpoint still shows the gate, but the approval was accepted: the run is resuming, not waiting.
     assert runner.state("t") == "resuming" and [r.state for r in runner.runs()] == ["resuming"]
