@@ -157,7 +157,7 @@ def metrics() -> list[Metric]:
             ours_recorded,
             anchor,
             target=1.15,
-            note="as above, and every run recorded in sqlite_loop_runs (a row written at the start, the steering "
-            "queue sealed at the last boundary, the final state written at the end).",
+            note="as above, and every run recorded in sqlite_loop_runs (a row written at the start; at the last "
+            "boundary one statement seals the steering queue and records the run completed).",
         ),
     ]
