@@ -45,6 +45,7 @@ from pydantic import BaseModel, ValidationError
 from typing_extensions import TypedDict
 
 from ai_utils._run.state import AgentState
+from ai_utils._run.toolloop import ToolLoop, ToolLoopOptions
 from ai_utils._structured import InvalidReply, parse_json_reply
 from ai_utils.exceptions import LoopError, LoopPermissionDeniedError, LoopPolicyDeniedError
 from ai_utils.loops._context import jsonable, project, resolve, write_path
@@ -554,8 +555,14 @@ def agent_graph(
     events: Events,
     store: LoopRunStore,
 ) -> Any:
-    """The `create_agent` graph of one agent step (the same construction as `Agent`'s, repair step first)."""
-    stack = [LoopStepRepair(store), *middleware, LoopToolGate(loop.permissions, events, key)]
+    """The `create_agent` graph of one agent step (the same construction as `Agent`'s: tool loop, repair step)."""
+    # The repair step is the loop's (`LoopStepRepair`: `ThreadRepair` that also takes the run's steers).
+    stack = [
+        ToolLoop(ToolLoopOptions(), llm),
+        LoopStepRepair(store),
+        *middleware,
+        LoopToolGate(loop.permissions, events, key),
+    ]
     if step.tool_choice is not None:
         stack.append(LoopToolChoice(step.tool_choice))
     # checkpointer=None: as a subgraph it keeps its state under the loop graph's checkpointer.
