@@ -28,6 +28,7 @@ from ai_utils._run.args import merge_run_config, warn_unstored_thread
 from ai_utils._run.calls import (
     Decisions,
     Graph,
+    InputGuard,
     Interrupt,
     RunCall,
     RunOptions,
@@ -40,6 +41,7 @@ from ai_utils._run.calls import (
     finished_calls,
     graph_input,
     graph_tool_names,
+    redact_input,
     run_config,
 )
 from ai_utils._run.context import check_context
@@ -78,6 +80,8 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
     # ``on_trace``: where the run's trace events go (`ai_utils._run.record`).
     _on_trace: TraceSink | None = None
     name: str | None = None
+    # Middleware that see the user's input before anything stores it (`ai_utils._run.calls.InputGuard`).
+    _input_guards: tuple[InputGuard, ...] = ()
 
     def _build(self, tools: Sequence[BaseTool]) -> Graph:
         raise NotImplementedError
@@ -288,7 +292,10 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
             state = _continued(call, graph.get_state(config)) if call.input is None else None
             with self._traced(call, config, state):
                 output = graph.invoke(
-                    graph_input(call, config, state), config, **self._graph_options(call), version="v2"
+                    graph_input(call, config, state, self._input_guards),
+                    config,
+                    **self._graph_options(call),
+                    version="v2",
                 )
         return final_result(output, structured=self.output is not None)
 
@@ -298,7 +305,10 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
             state = _continued(call, await graph.aget_state(config)) if call.input is None else None
             async with self._atraced(call, config, state):
                 output = await graph.ainvoke(
-                    graph_input(call, config, state), config, **self._graph_options(call), version="v2"
+                    graph_input(call, config, state, self._input_guards),
+                    config,
+                    **self._graph_options(call),
+                    version="v2",
                 )
         return final_result(output, structured=self.output is not None)
 
@@ -316,7 +326,10 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
             state = _continued(call, graph.get_state(config)) if call.input is None else None
             with self._traced(call, config, state):
                 parts = graph.stream(
-                    graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
+                    graph_input(call, config, state, self._input_guards),
+                    config,
+                    **self._graph_options(call),
+                    **stream_kwargs(),
                 )
                 yield from adapt(parts, adapter)  # closing this generator closes adapt's, which closes the run
         emit_trace(call.record, "completed", call.record.summary(interrupted=bool(adapter.interrupts)))
@@ -332,7 +345,10 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
             state = _continued(call, await graph.aget_state(config)) if call.input is None else None
             async with self._atraced(call, config, state):
                 parts = graph.astream(
-                    graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
+                    graph_input(call, config, state, self._input_guards),
+                    config,
+                    **self._graph_options(call),
+                    **stream_kwargs(),
                 )
                 chunks = aadapt(parts, adapter)
                 try:
@@ -343,6 +359,10 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
                     # left to the garbage collector, the run would go on in the background for a while.
                     await cast("Any", chunks).aclose()
         await aemit_trace(call.record, "completed", call.record.summary(interrupted=bool(adapter.interrupts)))
+
+    def _redact_input(self, value: Any) -> Any:
+        """A prompt or steer as a durable session may store it (its input guards applied)."""
+        return redact_input(value, self._input_guards)
 
     def _astream_run(
         self,

@@ -194,7 +194,8 @@ class Session:
                     "send a message with prompt(input) instead."
                 )
             to_resume(decision, decisions, pending=state.interrupts)  # a bad answer fails here, before it is stored
-        payload: dict[str, Any] = {"input": input} if input is not None else {}
+        # Redact before the first write (guardrails): the turn payload and the inputs table get the redacted text.
+        payload: dict[str, Any] = {"input": self._agent._redact_input(input)} if input is not None else {}
         if decision is not None:
             payload["decision"] = decision
         if decisions is not None:
@@ -259,6 +260,7 @@ class Session:
             raise UserError(f"steer(text) is {size} bytes; a steer holds at most 64 KiB ({MAX_STEER_BYTES} bytes).")
         if message_id is not None:
             check_id(message_id, "message_id")
+        text = self._agent._redact_input(text)  # redact before the first write (guardrails)
         message_id, turn_id = self._store.accept_steer(self.id, self._name, message_id, text)
         if turn_id is not None and self._context is not None:
             self._store.engine.contexts[turn_id] = self._context
