@@ -87,6 +87,8 @@ class InterruptEvent(TypedDict):
         tool_name: the tool waiting for approval; ``None`` for a plain ``interrupt()``.
         args: the tool call's arguments; ``None`` for a plain ``interrupt()``.
         options: the choices of a plain ``interrupt({"question": ..., "options": [...]})``, as given.
+        gate_id: the gate a governed loop waits at (``LoopRunner.invoke(decision=..., gate_id=...)``), as given
+            in a plain interrupt's ``{"gate_id": ...}``.
     """
 
     kind: Literal["interrupt"]
@@ -96,6 +98,7 @@ class InterruptEvent(TypedDict):
     tool_name: str | None
     args: dict[str, Any] | None
     options: NotRequired[list[Any]]
+    gate_id: NotRequired[str]
 
 
 class InterruptBatch(TypedDict):

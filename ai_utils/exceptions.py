@@ -202,3 +202,20 @@ class LoopPermissionDeniedError(LoopError):
         super().__init__(message, step_key=step_key)
         self.rule_id = rule_id
         self.tool = tool
+
+
+class LoopPolicyDeniedError(LoopError):
+    """A guardrail (``LoopRunner(middleware=guardrails(...))``) blocked a ``tool_step``'s tool call.
+
+    Attributes:
+        policy_id: the guardrail policy that blocked it (e.g. ``"tool.network"``), or ``None`` when a middleware
+            answered the call without running the tool.
+        tool: the tool that was not called.
+    """
+
+    def __init__(
+        self, message: str, *, step_key: str | None = None, policy_id: str | None = None, tool: str = ""
+    ) -> None:
+        super().__init__(message, step_key=step_key)
+        self.policy_id = policy_id
+        self.tool = tool

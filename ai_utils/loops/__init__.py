@@ -7,9 +7,10 @@ out = runner.invoke({"request": {...}}, thread_id="t1")
 ```
 """
 
-from ai_utils.exceptions import LoopDefinitionError, LoopError, LoopPermissionDeniedError
+from ai_utils.exceptions import LoopDefinitionError, LoopError, LoopPermissionDeniedError, LoopPolicyDeniedError
 from ai_utils.loops._context import LoopResult
 from ai_utils.loops._events import LoopEvent
+from ai_utils.loops._hooks import command_hook, function_hook
 from ai_utils.loops._loop import Loop, define_loop
 from ai_utils.loops._rules import Permission, permission
 from ai_utils.loops._steps import (
@@ -25,6 +26,8 @@ from ai_utils.loops._steps import (
     tool_step,
     when,
 )
+from ai_utils.loops._store import LoopRun, LoopRunStore, memory_loop_runs
+from ai_utils.loops._store_sql import postgres_loop_runs, sqlite_loop_runs
 from ai_utils.loops.runner import LoopRunner, RunState
 
 __all__ = [
@@ -34,7 +37,10 @@ __all__ = [
     "LoopError",
     "LoopEvent",
     "LoopPermissionDeniedError",
+    "LoopPolicyDeniedError",
     "LoopResult",
+    "LoopRun",
+    "LoopRunStore",
     "LoopRunner",
     "Otherwise",
     "Permission",
@@ -43,11 +49,16 @@ __all__ = [
     "ToolStep",
     "When",
     "agent_step",
+    "command_hook",
     "ctx",
     "define_loop",
+    "function_hook",
+    "memory_loop_runs",
     "otherwise",
     "permission",
+    "postgres_loop_runs",
     "require_tool",
+    "sqlite_loop_runs",
     "tool_step",
     "when",
 ]

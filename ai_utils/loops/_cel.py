@@ -26,6 +26,16 @@ except ImportError as _import_error:  # pragma: no cover - exercised by the bare
 __all__ = ["Program", "compile_expression"]
 
 
+def _is_panic(error: BaseException) -> bool:
+    """Whether ``error`` is pyo3's ``PanicException`` (a Rust panic in the CEL library, a ``BaseException``).
+
+    It cannot be imported by name (it lives in the ``pyo3_runtime`` pseudo-module), so it is matched by its
+    module and name; every other ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``) propagates.
+    """
+    kind = type(error)
+    return kind.__name__ == "PanicException" and kind.__module__ == "pyo3_runtime"
+
+
 class Program:
     """One compiled CEL expression; `evaluate` runs it over the loop context."""
 
@@ -43,17 +53,28 @@ class Program:
         """
         try:
             return self._program.execute(dict(context))
-        except (LookupError, RuntimeError, TypeError, ValueError) as error:
+        except (LookupError, RuntimeError, TypeError, ValueError, OverflowError) as error:
             raise ValueError(str(error)) from error
+        except BaseException as error:
+            if not _is_panic(error):
+                raise
+            raise ValueError(f"the CEL library failed ({str(error)[:200]})") from None
 
 
 def compile_expression(source: str) -> Program:
     """Parse ``source`` once (at `define_loop`).
 
+    The caller bounds ``source`` (`ai_utils.loops._limits.MAX_EXPRESSION_CHARS`) first: the parser crashes the
+    process, beyond any ``except``, on member chains of about 16,000 characters.
+
     Raises:
-        ValueError: ``source`` is not valid CEL.
+        ValueError: ``source`` is not valid CEL (also when the library panics on it).
     """
     try:
         return Program(source, cel.compile(source))
-    except (RuntimeError, TypeError, ValueError) as error:
-        raise ValueError(str(error)) from error
+    except (RuntimeError, TypeError, ValueError, OverflowError) as error:
+        raise ValueError(str(error)[:500]) from error
+    except BaseException as error:
+        if not _is_panic(error):
+            raise
+        raise ValueError(f"the CEL parser failed on it ({str(error)[:200]})") from None

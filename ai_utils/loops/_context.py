@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ai_utils.exceptions import LoopError
+from ai_utils.loops._limits import MAX_CONTEXT_DEPTH
 from ai_utils.loops._steps import BINDING_KEY, is_binding
 
 __all__ = ["LoopResult", "jsonable", "project", "read_path", "resolve", "write_path"]
@@ -79,19 +80,26 @@ def write_path(context: Mapping[str, Any], path: str, value: Any) -> dict[str, A
     return out
 
 
-def jsonable(value: Any) -> Any:
-    """``value`` as JSON data for the context (checkpointed, and the input of CEL expressions)."""
+def jsonable(value: Any, _depth: int = 0) -> Any:
+    """``value`` as JSON data for the context (checkpointed, and the input of CEL expressions).
+
+    Raises:
+        ValueError: ``value`` is nested deeper than `MAX_CONTEXT_DEPTH` levels (CEL converts the context natively,
+            and Python recursion ends at about 1,000 levels).
+    """
+    if _depth > MAX_CONTEXT_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_CONTEXT_DEPTH} levels")
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
+        value = value.model_dump(mode="json")
     if value is None or isinstance(value, str | bool | int | float):
         return value
     if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v, _depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
+        return [jsonable(v, _depth + 1) for v in value]
     try:
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError):
+        return jsonable(json.loads(json.dumps(value)), _depth)
+    except (TypeError, ValueError, RecursionError):
         return str(value)
 
 
@@ -104,12 +112,16 @@ class LoopResult:
         presentation: the projected ``result["presentation"]`` (text, actions), or ``None``.
         context: the final loop context.
         thread_id: the run's thread.
+        run_id: the run's id (as in `LoopRunner.runs`).
+        follow_ups: the answers to follow-ups (`LoopRunner.steer` with ``follow_up=True``), in order.
     """
 
     data: Any
     presentation: Any
     context: dict[str, Any]
     thread_id: str | None = None
+    run_id: str | None = None
+    follow_ups: tuple[Any, ...] = ()
 
 
 def _check_urls(presentation: Any) -> None:
@@ -127,16 +139,16 @@ def _check_urls(presentation: Any) -> None:
 
 
 def project(
-    result: Mapping[str, Any] | None, context: dict[str, Any], *, absent_roots: Collection[str], thread_id: str | None
-) -> LoopResult:
-    """Resolve the loop's ``result`` over the final context.
+    result: Mapping[str, Any] | None, context: Mapping[str, Any], *, absent_roots: Collection[str]
+) -> dict[str, Any]:
+    """Resolve the loop's ``result`` over the final context: ``{"data": ..., "presentation": ...}``.
 
     Raises:
         LoopError: a missing path (other than a step this run did not take) or an unsafe ``open_url``.
     """
     if result is None:
-        return LoopResult(data=None, presentation=None, context=context, thread_id=thread_id)
+        return {"data": None, "presentation": None}
     data = resolve(result.get("data"), context, step_key=None, absent_roots=absent_roots)
     presentation = resolve(result.get("presentation"), context, step_key=None, absent_roots=absent_roots)
     _check_urls(presentation)
-    return LoopResult(data=data, presentation=presentation, context=context, thread_id=thread_id)
+    return {"data": data, "presentation": presentation}

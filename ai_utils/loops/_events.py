@@ -1,9 +1,10 @@
 """Loop events: to the caller's ``on_event`` and, when the run has gateway callbacks, to the gateway audit.
 
 Event types: ``loop.step.started`` / ``loop.step.completed`` (``step_key``), ``loop.transition``
-(``from_step_key``, ``to_step_key``), ``permission.result`` (``rule_id``, ``effect``, ``tool``) and
-``approval.required`` (``rule_id``, ``tool``, ``message``). Every event also has ``type``, ``loop`` and
-``thread_id``. Tool arguments and context values are never part of an event (they may hold secrets).
+(``from_step_key``, ``to_step_key``), ``permission.result`` (``rule_id``, ``effect``, ``tool``),
+``approval.required`` (``rule_id``, ``tool``, ``message``, ``gate_id``) and ``policy.result`` (a guardrail decision
+inside the loop: ``policy_id``, ``phase``, ``action``, ``risk``, ``tool``). Every event also has ``type``, ``loop``
+and ``thread_id``. Tool arguments and context values are never part of an event (they may hold secrets).
 """
 
 from __future__ import annotations
@@ -16,12 +17,17 @@ from typing import Any, Literal
 from langchain_core.callbacks import BaseCallbackHandler
 from langgraph.config import get_config
 
-__all__ = ["EventType", "Events", "LoopEvent", "OnEvent"]
+__all__ = ["EventType", "Events", "LoopEvent", "OnEvent", "current_thread_id"]
 
 logger = logging.getLogger("ai_utils.loops")
 
 EventType = Literal[
-    "loop.step.started", "loop.step.completed", "loop.transition", "permission.result", "approval.required"
+    "loop.step.started",
+    "loop.step.completed",
+    "loop.transition",
+    "permission.result",
+    "approval.required",
+    "policy.result",
 ]
 
 
@@ -40,7 +46,8 @@ class LoopEvent(dict[str, Any]):
 OnEvent = Callable[[LoopEvent], Any]
 
 
-def _thread_id() -> str | None:
+def current_thread_id() -> str | None:
+    """The thread of the graph run this code runs in, or ``None`` outside one."""
     try:
         config = get_config()
     except RuntimeError:  # outside a graph run
@@ -70,7 +77,7 @@ class Events:
         """Send one event; a failing ``on_event`` is logged, never breaks the run."""
         if not self.active:
             return
-        event = LoopEvent(type=type_, loop=self.loop, thread_id=thread_id or _thread_id(), **fields)
+        event = LoopEvent(type=type_, loop=self.loop, thread_id=thread_id or current_thread_id(), **fields)
         if self.on_event is not None:
             try:
                 self.on_event(event)
@@ -88,6 +95,10 @@ class Events:
             allowed = event.get("effect") == "allow"
             decisions.append({"rule": event.get("rule_id"), "allowed": allowed, "reason": event.get("effect")})
             if event.get("effect") == "deny":
+                status = "blocked"
+        elif event["type"] == "policy.result":
+            decisions.append({k: event[k] for k in ("policy_id", "phase", "action", "risk", "tool") if k in event})
+            if event.get("action") == "block":
                 status = "blocked"
         actor = handler.actor.to_audit() if handler.actor is not None else None
         entry = AuditEntry(

@@ -8,6 +8,7 @@ Approval pauses the run with ``interrupt()`` (answered with ``decision="approve"
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -102,6 +103,10 @@ def ask_approval(events: Events, verdict: Verdict, tool: str, args: Any, step_ke
     question = (rule.message if rule is not None else None) or f"Approve calling `{tool}`?"
     payload = {
         "type": APPROVAL_KIND,
+        # A fresh id per gate: a decision names the gate it answers (`LoopRunner.invoke(gate_id=...)`), so an
+        # answer meant for this gate can never approve the next one. On resume the node rebuilds this payload,
+        # but `interrupt` then returns the answer and the new id is never used.
+        "gate_id": uuid.uuid4().hex,
         "question": question,
         "decisions": ["approve", "reject"],
         "tool_name": tool,
@@ -114,7 +119,14 @@ def ask_approval(events: Events, verdict: Verdict, tool: str, args: Any, step_ke
     except GraphInterrupt:
         # Re-raised unchanged: this is the pause itself; only here do we know it is the first time.
         events.emit("permission.result", rule_id=verdict.rule_id, effect="approval", tool=tool, step_key=step_key)
-        events.emit("approval.required", rule_id=verdict.rule_id, tool=tool, message=question, step_key=step_key)
+        events.emit(
+            "approval.required",
+            rule_id=verdict.rule_id,
+            tool=tool,
+            message=question,
+            step_key=step_key,
+            gate_id=payload["gate_id"],
+        )
         raise
     approved, reason = is_approved(answer)
     effect: Effect = "allow" if approved else "deny"

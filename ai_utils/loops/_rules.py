@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ai_utils.exceptions import LoopDefinitionError
+from ai_utils.loops._steps import check_name, fields_of
 
 __all__ = ["Effect", "Permission", "permission", "permission_from_json"]
 
@@ -37,6 +38,8 @@ class Permission:
 
 
 _MATCH_KEYS = ("tool", "step")
+_MAX_NAMES = 256
+_FIELDS = frozenset({"id", "resource", "action", "effect", "match", "message"})
 
 
 def permission(
@@ -66,35 +69,44 @@ def permission(
     Raises:
         LoopDefinitionError: a malformed rule.
     """
+    check_name(id, what="permission() id")
     where = f"permission({id!r})"
-    if not isinstance(id, str) or not id:
-        raise LoopDefinitionError(f"permission() needs an id string, got {id!r}.")
     if resource != "tool":
-        raise LoopDefinitionError(f"{where}: resource={resource!r} is not supported; use resource='tool'.")
+        raise LoopDefinitionError(f"{where}: resource={repr(resource)[:80]} is not supported; use resource='tool'.")
     if action != "call":
-        raise LoopDefinitionError(f"{where}: action={action!r} is not supported; use action='call'.")
+        raise LoopDefinitionError(f"{where}: action={repr(action)[:80]} is not supported; use action='call'.")
     if effect not in ("allow", "deny", "approval"):
-        raise LoopDefinitionError(f"{where}: effect={effect!r}; use 'allow', 'deny' or 'approval'.")
+        raise LoopDefinitionError(f"{where}: effect={repr(effect)[:80]}; use 'allow', 'deny' or 'approval'.")
     if not isinstance(match, Mapping) or set(match) - set(_MATCH_KEYS):
-        raise LoopDefinitionError(f"{where}: match={match!r}; use {{'tool': ..., 'step': ...}}.")
+        raise LoopDefinitionError(f"{where}: match={repr(match)[:80]}; use {{'tool': ..., 'step': ...}}.")
     clean: dict[str, tuple[str, ...]] = {}
     for key, value in match.items():
-        values = (value,) if isinstance(value, str) else tuple(value)
-        if not values or not all(isinstance(v, str) and v for v in values):
-            raise LoopDefinitionError(f"{where}: match[{key!r}] must be a name or a list of names, got {value!r}.")
-        clean[key] = values
-    if message is not None and not isinstance(message, str):
-        raise LoopDefinitionError(f"{where}: message must be a str, got {message!r}.")
+        if isinstance(value, str):
+            values: tuple[object, ...] = (value,)
+        elif isinstance(value, list | tuple) and len(value) <= _MAX_NAMES:
+            values = tuple(value)
+        else:
+            values = ()
+        if not values:
+            raise LoopDefinitionError(
+                f"{where}: match[{key!r}] must be a name or a list of at most {_MAX_NAMES} names, "
+                f"got {repr(value)[:80]}."
+            )
+        clean[key] = tuple(check_name(v, what=f"{where}: match[{key!r}] entry") for v in values)
+    if message is not None and (not isinstance(message, str) or len(message) > 4096):
+        raise LoopDefinitionError(f"{where}: message must be a str of at most 4096 characters.")
     return Permission(id, resource, action, effect, clean, message)
 
 
-def permission_from_json(data: Mapping[str, Any]) -> Permission:
-    """Rebuild a rule from its JSON form."""
+def permission_from_json(data: object, index: int = 0) -> Permission:
+    """Rebuild a rule from its JSON form (every field type-checked)."""
+    fields = fields_of(data, where=f"permissions[{index}]", allowed=_FIELDS)
+    match = fields.get("match")
     return permission(
-        data.get("id"),  # type: ignore[arg-type]
-        resource=data.get("resource"),  # type: ignore[arg-type]
-        action=data.get("action"),  # type: ignore[arg-type]
-        effect=data.get("effect"),  # type: ignore[arg-type]
-        match=data.get("match") or {},
-        message=data.get("message"),
+        fields.get("id"),  # type: ignore[arg-type]
+        resource=fields.get("resource"),  # type: ignore[arg-type]
+        action=fields.get("action"),  # type: ignore[arg-type]
+        effect=fields.get("effect"),  # type: ignore[arg-type]
+        match={} if match is None else match,
+        message=fields.get("message"),
     )

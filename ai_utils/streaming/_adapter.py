@@ -8,7 +8,9 @@ Every wrapper (Agent, DeepAgent, JevToolCaller) runs its graph with ``**stream_k
   model node (``text_nodes``), via ``.text`` (reasoning blocks never leak into text);
 - reasoning (``show_reasoning``): the ``reasoning`` content blocks of the same messages;
 - tool start (``show_tool_calls``): the complete ``tool_calls`` of the AIMessage in a root ``updates``
-  part of a model node, once per tool call id; tool end: root ``ToolMessage`` parts, once per id;
+  part of a model node, once per tool call id; tool end: root ``ToolMessage`` parts, once per id; a
+  structured-output call (``create_agent``'s ``response_format`` tool, answered in the same update that sets
+  ``structured_response``) is the answer, not a tool call, and is never shown as one;
 - subagent (``show_subagents``): text of any part with a non-empty namespace;
 - mode (``show_tool_calls``): the ``custom`` part that ``Agent(modes=...)`` writes (`mode_part`) before the
   turn's first model call, at the root namespace;
@@ -93,6 +95,13 @@ def _messages_of(update: object) -> list[Any]:
     return []
 
 
+def _structured(update: object) -> bool:
+    """Whether a node update sets ``structured_response`` (``create_agent`` with a ``response_format``)."""
+    if isinstance(update, list):
+        return any(_structured(u) for u in update)
+    return isinstance(update, Mapping) and update.get("structured_response") is not None
+
+
 class ChunkAdapter:
     """Turns the parts of one graph run into client chunks; one instance per run.
 
@@ -117,6 +126,7 @@ class ChunkAdapter:
         "_ended",
         "_fresh",
         "_held",
+        "_hidden",
         "_interrupts",
         "_originals",
         "_started",
@@ -149,6 +159,8 @@ class ChunkAdapter:
         # step's rewrite), only these announce tool calls, not the history the rewrite repeats.
         self._fresh: set[str | None] = set()
         self._interrupts: dict[str, Interrupt] = {}
+        # Structured-output calls: the model's answer given through the schema tool, not a tool call to show.
+        self._hidden: set[str] = set()
         # Set once the graph announces an actions run: the main agent's text is then filtered line by line.
         self._directives: DirectiveLines | None = None
 
@@ -241,6 +253,7 @@ class ChunkAdapter:
             # A call the repair step answered (e.g. an approval superseded by a new message) is always reported.
             and (self.show_tool_calls or REPAIR_KEY in message.response_metadata)
             and message.tool_call_id not in self._ended
+            and message.tool_call_id not in self._hidden
         ):
             self._ended.add(message.tool_call_id)
             original = self._originals.pop(message.tool_call_id, None)
@@ -277,6 +290,8 @@ class ChunkAdapter:
                 # Only the model node: middleware such as HITL re-writes the same AIMessage on resume.
                 messages = _messages_of(update)
                 rewrite = any(isinstance(m, RemoveMessage) for m in messages)
+                if _structured(update):
+                    self._hide_structured(messages)
                 for message in messages:
                     if (
                         isinstance(message, AIMessage)
@@ -289,10 +304,21 @@ class ChunkAdapter:
                     self._held.clear()
         return out
 
+    def _hide_structured(self, messages: list[Any]) -> None:
+        """The calls a model node answered itself while setting ``structured_response``: the structured answer."""
+        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        for message in messages:
+            if isinstance(message, AIMessage):
+                self._hidden.update(c["id"] for c in message.tool_calls if c["id"] in answered)
+        if self._held:
+            self._held = [e for e in self._held if e["id"] not in self._hidden]
+
     def _tool_starts(self, message: AIMessage) -> list[StreamChunk]:
         out: list[StreamChunk] = []
         for call in message.tool_calls:
             call_id = call["id"] or f"{message.id}:{call['name']}"
+            if call_id in self._hidden:
+                continue
             if call_id not in self._started:
                 self._started.add(call_id)
                 start: ToolEvent = {

@@ -11,8 +11,8 @@ Shapes handled:
 - ``HumanInTheLoopMiddleware`` per-call mode: ``{"type": "tool_approval", "tool_call_id", "name", "args",
   "description"}`` — one item, id = interrupt id; resumed with a single decision.
 - any other ``interrupt(value)``: one item; ``question`` = the string, or ``value["question"]``
-  (``value["description"]``); ``value["options"]`` (a list) is passed on as ``options``; resumed with the
-  caller's value unchanged.
+  (``value["description"]``); ``value["options"]`` (a list) is passed on as ``options`` and ``value["gate_id"]``
+  (a str, a governed loop's gate) as ``gate_id``; resumed with the caller's value unchanged.
 
 Pending interrupts are ordered by interrupt id: arrival order in a stream depends on thread timing,
 the id does not, so positional ``decisions=[...]`` always mean the same items on both sides.
@@ -95,6 +95,9 @@ def _slots_of(interrupt: Interrupt) -> list[Slot]:
         options = value.get("options")
         if isinstance(options, list | tuple):
             item["options"] = list(options)
+        gate_id = value.get("gate_id")
+        if isinstance(gate_id, str):
+            item["gate_id"] = gate_id
         return [Slot(interrupt, "plain", item)]
     return [Slot(interrupt, "plain", _item(iid, value, [], None, None))]
 

@@ -195,19 +195,28 @@ def test_payloads_in_context_values_are_data_not_code(tmp_path: Path, monkeypatc
     assert json.dumps(out.context)  # the context stays plain JSON data
 
 
-def test_a_tool_that_raises_fails_the_run_with_its_own_error() -> None:
+def test_a_tool_step_whose_tool_raises_fails_the_run_with_a_loop_error() -> None:
     @tool
     def flaky(order_id: str) -> str:
         """Always fails."""
-        raise RuntimeError("payment backend down")
+        raise RuntimeError(f"payment backend down for {order_id}")
 
     loop = define_loop(
-        "f", start="a", steps={"a": tool_step("flaky", input={"order_id": "1"}, next="end")}, permissions=ALLOW
+        "f",
+        start="a",
+        steps={"a": tool_step("flaky", input={"order_id": ctx("request.secret")}, next="end")},
+        permissions=ALLOW,
     )
     runner = LoopRunner(loop, tools=[flaky])
-    with pytest.raises(RuntimeError, match="payment backend down"):
-        runner.invoke({"request": {}}, thread_id="t")
-    assert runner.state("t") == "failed"
+    with pytest.raises(LoopError, match=r"Step 'a': the tool 'flaky' raised RuntimeError") as caught:
+        runner.invoke({"request": {"secret": "sk-do-not-show"}}, thread_id="t")
+    assert caught.value.step_key == "a" and isinstance(caught.value.__cause__, RuntimeError)
+    assert "sk-do-not-show" not in str(caught.value)  # the exception's text may quote the context: type only
+    assert runner.state("t") == "failed" and [(r.state, r.error) for r in runner.runs()] == [("failed", "LoopError")]
+    for run in (runner.stream({"request": {"secret": "x"}}, thread_id="s"),):
+        with pytest.raises(LoopError, match="raised RuntimeError"):
+            list(run)
+    assert runner.state("s") == "failed"
     with pytest.raises(UserError, match="no run"):
         runner.state("never-ran")
 
@@ -240,7 +249,7 @@ def test_a_run_cut_short_by_a_raising_tool_continues_from_its_last_stored_step()
         result={"data": ctx("charge")},
     )
     runner = LoopRunner(loop, tools=[fetch, charge])
-    with pytest.raises(RuntimeError):
+    with pytest.raises(LoopError, match="'charge' raised RuntimeError"):
         runner.invoke({"request": {}}, thread_id="t")
     assert runner.state("t") == "failed"
     with pytest.raises(LoopError, match="failed in step 'charge' \\(RuntimeError\\)") as caught:
@@ -306,3 +315,22 @@ def test_a_cycle_runs_its_agent_steps_afresh_on_each_visit_until_it_exits() -> N
     assert isinstance(out, LoopResult) and out.presentation == {"text": "v2"}
     assert [len(call) for call in llm.calls] == [2, 2, 2, 2]  # system + this visit's context, nothing older
     assert '"again"' in llm.calls[2][-1].text  # the second draft sees the review
+
+
+async def test_a_raising_tool_step_is_a_loop_error_in_async_runs_too() -> None:
+    @tool
+    def flaky(order_id: str) -> str:
+        """Always fails."""
+        raise ValueError("bad order")
+
+    loop = define_loop(
+        "fa", start="a", steps={"a": tool_step("flaky", input={"order_id": "1"}, next="end")}, permissions=ALLOW
+    )
+    runner = LoopRunner(loop, tools=[flaky])
+    with pytest.raises(LoopError, match="'flaky' raised ValueError") as caught:
+        await runner.ainvoke({"request": {}}, thread_id="a")
+    assert isinstance(caught.value.__cause__, ValueError)
+    with pytest.raises(LoopError, match="'flaky' raised ValueError"):
+        async for _ in runner.astream({"request": {}}, thread_id="b"):
+            pass
+    assert await runner.astate("a") == "failed" and await runner.astate("b") == "failed"

@@ -24,7 +24,12 @@ def test_a_refund_is_paused_approved_or_rejected_over_http(serve: Callable[..., 
     async def endpoint(request: Request) -> StreamResponse:
         body = await request.json()
         return StreamResponse(
-            runner.astream(body.get("input"), thread_id=body["thread_id"], decision=body.get("decision"))
+            runner.astream(
+                body.get("input"),
+                thread_id=body["thread_id"],
+                decision=body.get("decision"),
+                gate_id=body.get("gate_id"),
+            )
         )
 
     server = serve(Starlette(routes=[Route("/loop", endpoint, methods=["POST"])]))
@@ -38,12 +43,21 @@ def test_a_refund_is_paused_approved_or_rejected_over_http(serve: Callable[..., 
         return list(iter_ndjson(response.text.splitlines()))
 
     refund = {"request": {"order_id": "H-1", "text": "refund please"}}
-    [card] = post(thread_id="h1", input=refund)
+    triage, card = post(thread_id="h1", input=refund)
+    # The triage step's structured answer is its own event, never a tool call named after the schema.
+    assert triage == {
+        "kind": "custom",
+        "data": {
+            "type": "loop.step.output",
+            "step_key": "triage",
+            "output": {"needs_refund": True, "category": "billing"},
+        },
+    }
     assert card["kind"] == "interrupt" and card["question"] == "Refunds require human approval."
-    assert post(thread_id="h1", decision="approve") == []
+    assert post(thread_id="h1", decision="approve", gate_id=card["gate_id"]) == []
     assert runner.state("h1") == "completed" and ledger.count("tool", "issue_refund") == 1
 
-    assert post(thread_id="h2", input=refund)[0]["kind"] == "interrupt"
+    assert post(thread_id="h2", input=refund)[-1]["kind"] == "interrupt"
     [error] = post(thread_id="h2", decision="reject")
     assert error["kind"] == "error" and error["type"] == "LoopPermissionDeniedError"
     assert ledger.count("tool", "issue_refund") == 1

@@ -385,3 +385,30 @@ async def test_the_async_twin_accepts_any_async_iterable() -> None:
             yield {"type": "messages", "ns": (), "data": (AIMessageChunk("hi"), {"langgraph_node": "model"})}
 
     assert [c async for c in aadapt(Parts(), ChunkAdapter())] == ["hi"]
+
+
+def test_a_structured_answer_is_not_shown_as_a_tool_call_named_after_the_schema() -> None:
+    from pydantic import BaseModel
+
+    from ai_utils import Agent
+
+    class Triage(BaseModel):
+        needs_refund: bool
+
+    @tool
+    def lookup(order_id: str) -> str:
+        """Look an order up."""
+        return "found"
+
+    replies = [
+        {"tool_calls": [{"name": "lookup", "args": {"order_id": "A"}}]},
+        {"tool_calls": [{"name": "Triage", "args": {"needs_refund": True}}]},
+    ]
+    agent = Agent(llm=FakeChatModel(replies), tools=[lookup], output=Triage)
+    chunks = list(agent.stream("hi", show_tool_calls=True))
+    # The real tool call is shown; the answer given through the schema tool is not a tool call.
+    assert [(c["phase"], c["tool_name"]) for c in chunks if is_tool_event(c)] == [
+        ("start", "lookup"),
+        ("end", "lookup"),
+    ]
+    assert not any("Returning structured response" in str(c) for c in chunks)
