@@ -82,6 +82,7 @@ _LAZY: dict[str, str] = {
     "Route": "ai_utils.gateway",
     "ScoreAnswer": "ai_utils.jev",
     "Session": "ai_utils.sessions",
+    "SessionBusyError": "ai_utils.exceptions",
     "SessionFencedError": "ai_utils.exceptions",
     "SessionStore": "ai_utils.sessions",
     "SmartCheckpointSaver": "ai_utils.memory",
@@ -209,6 +210,7 @@ if TYPE_CHECKING:
         ModelOutputError,
         ModelProfileError,
         ProviderError,
+        SessionBusyError,
         SessionFencedError,
         UserError,
     )
@@ -422,6 +424,7 @@ __all__ = [
     "Route",
     "ScoreAnswer",
     "Session",
+    "SessionBusyError",
     "SessionFencedError",
     "SessionStore",
     "SmartCheckpointSaver",

@@ -189,6 +189,10 @@ class ModelCallRepair(AgentMiddleware[AgentState[Any], Any, Any]):
     def __init__(self, step: CallStep | None = None) -> None:
         super().__init__()
         self.step = step
+        # The step's state keys (the mode router's stored mode) join the graph's state through this middleware.
+        schema = getattr(step, "state_schema", None)
+        if schema is not None:
+            self.state_schema = schema
 
     @property
     def name(self) -> str:

@@ -14,7 +14,7 @@ call. A sync call with MCP servers drives the async shell (`run_sync` / `iterate
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Generic, cast
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -71,6 +71,9 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
     _mcp_graph: tuple[Any, Graph] | None = None
     # Tool names in ``interrupt_on``: each must name a tool of the built graph.
     _gated: tuple[str, ...] = ()
+    # Sees the graph input of every new turn and may add to it (the mode router stores the turn's mode there:
+    # decided once, from the message that started the turn).
+    _start_hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def _build(self, tools: Sequence[BaseTool]) -> Graph:
         raise NotImplementedError
@@ -166,6 +169,13 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
         warn_unstored_thread(self, call.thread_id)
         return self._config(call.thread_id, call.callbacks, call.config)
 
+    def _graph_input(self, call: RunCall, config: RunnableConfig, state: Any) -> Any:
+        """`graph_input`, and for a new turn (an input) the wrapper's start hook on it."""
+        value = graph_input(call, config, state)
+        if call.input is not None and self._start_hook is not None:
+            value = self._start_hook(value)
+        return value
+
     def _graph_options(self, call: RunCall) -> dict[str, Any]:
         return {"context": call.context, "durability": self._durability}
 
@@ -207,14 +217,16 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
         graph = self._graph
         with self._hold(config):
             state = graph.get_state(config) if call.input is None else None
-            output = graph.invoke(graph_input(call, config, state), config, **self._graph_options(call), version="v2")
+            output = graph.invoke(
+                self._graph_input(call, config, state), config, **self._graph_options(call), version="v2"
+            )
         return final_result(output, structured=self.output is not None)
 
     async def _ainvoke(self, call: RunCall) -> RunResult:
         async with self._open(self._checked_config(call)) as (graph, config):
             state = await graph.aget_state(config) if call.input is None else None
             output = await graph.ainvoke(
-                graph_input(call, config, state), config, **self._graph_options(call), version="v2"
+                self._graph_input(call, config, state), config, **self._graph_options(call), version="v2"
             )
         return final_result(output, structured=self.output is not None)
 
@@ -230,7 +242,7 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
         with self._hold(config):
             state = graph.get_state(config) if call.input is None else None
             parts = graph.stream(
-                graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
+                self._graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
             )
             yield from adapt(parts, adapter)  # closing this generator closes adapt's, which closes the run
 
@@ -244,7 +256,7 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
         async with self._open(config) as (graph, config):
             state = await graph.aget_state(config) if call.input is None else None
             parts = graph.astream(
-                graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
+                self._graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
             )
             chunks = aadapt(parts, adapter)
             try:

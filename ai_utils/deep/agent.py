@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from langgraph.types import Checkpointer
 
     from ai_utils.routing.modes import ModeRouter
+    from ai_utils.sessions._content import ImageResizer
     from ai_utils.sessions._store import SessionStore
     from ai_utils.tools.registry import ToolRegistry
 
@@ -66,6 +67,8 @@ class DeepAgentOptions(WrapperOptions, total=False):
     store: BaseStore | None
     modes: ModeRouter | None
     sessions: SessionStore | None
+    resize_image: ImageResizer | None
+    on_event: Callable[[dict[str, Any]], Any] | None
 
 
 class DeepAgent(Wrapper[OutputT]):
@@ -113,6 +116,8 @@ class DeepAgent(Wrapper[OutputT]):
         describe: what the agent is for (metadata only; not sent to the model).
         callbacks: LangChain callback handlers for every run; ``invoke``/``stream`` take more per call.
         sessions: a durable session store, as for `Agent` (SPEC §14); it replaces ``checkpointer``.
+        resize_image: with ``sessions``, as for `Agent`.
+        on_event: with ``sessions``, as for `Agent`.
         modes: a mode router, as for `Agent`: per turn only the mode's tools (built-in ones included: list
             ``"read_file"``, ``"write_todos"``, ... in ``allowed_tools`` to keep them) and the mode instruction.
 
@@ -160,6 +165,8 @@ class DeepAgent(Wrapper[OutputT]):
         modes: ModeRouter | None = None,
         retries: int = 2,
         sessions: SessionStore | None = None,
+        resize_image: ImageResizer | None = None,
+        on_event: Callable[[dict[str, Any]], Any] | None = None,
         **unknown: Never,
     ) -> None:
         reject_unknown(unknown, owner="DeepAgent", known=keyword_names(DeepAgent.__init__))
@@ -173,7 +180,9 @@ class DeepAgent(Wrapper[OutputT]):
         if sessions is not None:
             from ai_utils.sessions._attach import attach
 
-            link = attach("DeepAgent", sessions, deep=True)
+            link = attach("DeepAgent", sessions, deep=True, resize_image=resize_image, on_event=on_event)
+        elif resize_image is not None or on_event is not None:
+            raise UserError("`resize_image` and `on_event` belong to durable sessions: pass them with `sessions=`.")
         self._setup_thread(checkpointer, link, interrupt_on)
         self._setup_run(name, describe, context_schema, callbacks, modes)
         self._setup_model(llm, prompt, output, retries)
@@ -192,7 +201,9 @@ class DeepAgent(Wrapper[OutputT]):
         if modes is not None:
             from ai_utils.routing._middleware import ModeMiddleware
 
-            self._mode_middleware.append(ModeMiddleware(modes))
+            router = ModeMiddleware(modes)
+            self._mode_middleware.append(router)
+            self._start_hook = router.start  # the turn's mode is decided once, from its input
         self.store = store
         self._graph: Graph | None = None
         self._rebuild()

@@ -4,10 +4,12 @@ Turns finish on their own (SPEC §14): a turn is never tied to the caller's iter
 of its own (a daemon thread) whether it was prompted from sync code (``prompt``) or async code
 (``aprompt``). Per session, one *driver* task claims the lease, runs every open turn in order (a crashed
 one first), turns left-over steers into the next turn, and gives the lease back. Another worker's lease is
-waited for by polling (bounded interval); its expiry is the takeover.
+waited for (woken when it is given back: at once in this process and, on Postgres, by ``NOTIFY``; else a
+bounded poll); its expiry, or its holder dying on this host, is the takeover. The lease is renewed every
+``lease_seconds / 3``.
 
 `Signal` wakes readers of this process (sync or async, any loop) the moment a line is stored; readers in
-other processes poll the store.
+other processes are woken by the store's listener (Postgres ``LISTEN``) or poll it (SQLite, <= 50 ms).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any, TypeVar
 
 from ai_utils.exceptions import SessionFencedError
 
-__all__ = ["Engine", "Signal"]
+__all__ = ["Engine", "Signal", "control"]
 
 logger = logging.getLogger("ai_utils.sessions")
 _MAX_VERSIONS = 10_000
@@ -43,6 +45,11 @@ class Recent(OrderedDict[str, Any]):
         self.move_to_end(key)
         while len(self) > self.limit:
             self.popitem(last=False)
+
+
+def control(session_id: str) -> str:
+    """The `Signal` key of a session's control events (a cancel, an interrupting prompt, a lease given back)."""
+    return f"{session_id}\x00control"
 
 
 class Signal:
@@ -94,6 +101,10 @@ class Signal:
                 waiting = self._waiters.get(session_id, [])
                 if (loop, future) in waiting:
                     waiting.remove((loop, future))
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            # Python 3.11's wait_for returns the result when a cancel meets the wake-up: keep the cancel.
+            raise asyncio.CancelledError
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -183,12 +194,14 @@ class Engine:
 
     # --- drivers -----------------------------------------------------------------------------------------
 
-    def kick(self, session_id: str, *, here: bool = False) -> None:
-        """Make sure a driver works on ``session_id``.
+    def kick(self, session_id: str, *, owner: str | None = None, here: bool = False) -> None:
+        """Make sure a driver works on ``session_id`` (``owner``: the agent name it belongs to, when known).
 
         With ``here`` (async callers) the driver is a task on the running loop; else it runs on the background
         loop, since sync code must never wait on a turn that its own loop would have to run.
         """
+        if owner is not None:
+            self._owners[session_id] = owner
         loop = asyncio.get_running_loop() if here else self.loop
         with self._lock:
             self._kicks[session_id] = self._kicks.get(session_id, 0) + 1
@@ -200,6 +213,12 @@ class Engine:
             self._start(session_id)
         else:
             loop.call_soon_threadsafe(self._start, session_id)
+
+    def _events(self, session_id: str) -> Any:
+        """The `Emitter` of the agent that owns the session (a no-op one when unknown)."""
+        agent = self.agents.get(self._owners.get(session_id) or "")
+        link = getattr(agent, "_sessions_link", None)
+        return link.events if link is not None else _NO_EVENTS
 
     def runs_here(self, session_id: str) -> bool:
         """Whether the session's driver runs on the loop running in this thread (a sync wait would deadlock it)."""
@@ -238,22 +257,32 @@ class Engine:
     async def _work(self, session_id: str) -> None:
         store = self.store
         delay = store.poll_seconds
+        key = control(session_id)
         while True:
-            token = store.claim(session_id)
-            if token is not None:
+            seen = self.signal.version(key)
+            claimed = store.claim(session_id)
+            if claimed is not None:
                 break
             if not store.busy(session_id):
                 return
-            await asyncio.sleep(delay)  # another worker runs it; its lease expiring is the takeover
+            # Another worker runs it: woken when it gives the lease back; its expiry (or death) is the takeover.
+            await self.signal.await_version(key, seen, delay)
             delay = min(delay * 1.5, 0.5)
-        renewer = asyncio.create_task(self._renew(session_id, token))
+        token, took_from = claimed
+        events = self._events(session_id)
+        events.emit("lease.acquired", session_id=session_id, token=token, from_dead_worker=took_from is not None)
+        # A flag besides cancel(): Python 3.11's wait_for can swallow a cancel that meets a wake-up.
+        stop = asyncio.Event()
+        renewer = asyncio.create_task(self._renew(session_id, token, stop))
         try:
             from ai_utils.sessions._turns import run_turn
 
             while not self.closing:
                 turn = store.next_turn(session_id)
                 if turn is None:
-                    if store.steers_to_turn(session_id, token):
+                    made = store.steers_to_turn(session_id, token)
+                    if made is not None:
+                        self._steers_context(*made)
                         continue
                     return
                 owner = self._owners.get(session_id) or store.owner_of(session_id) or ""
@@ -263,28 +292,45 @@ class Engine:
                     logger.warning("Session %r: no agent of its name in this worker; leaving it queued", session_id)
                     return
                 await run_turn(self, agent, session_id, token, turn)
+        except SessionFencedError:
+            self._events(session_id).emit("lease.lost", session_id=session_id, token=token)
+            raise
         finally:
+            stop.set()
             renewer.cancel()
             with contextlib.suppress(Exception):
                 store.release(session_id, token)
             self.signal.publish(session_id)
+            self.signal.publish(key)
 
-    async def _renew(self, session_id: str, token: int) -> None:
+    def _steers_context(self, turn_id: str, steer_ids: list[str]) -> None:
+        """A turn made of left-over steers gets the context of the session object that sent the first one."""
+        context = self.contexts.pop(f"steer:{steer_ids[0]}", None)
+        for steer in steer_ids[1:]:
+            self.contexts.pop(f"steer:{steer}", None)
+        if context is not None:
+            self.contexts[turn_id] = context
+
+    async def _renew(self, session_id: str, token: int, stop: asyncio.Event) -> None:
         store = self.store
-        every = max(min(store.lease_seconds / 3, 1.0), 0.02)
-        poll = min(0.2, every)
-        waited = 0.0
-        while True:
-            await asyncio.sleep(poll)
-            waited += poll
+        every = max(store.lease_seconds / 3, 0.02)
+        poll = min(store.control_seconds, every)
+        renew_at = time.monotonic() + every
+        key = control(session_id)
+        while not stop.is_set():
+            seen = self.signal.version(key)
+            await self.signal.await_version(key, seen, poll)
+            if stop.is_set():
+                return
             running = self._running.get(session_id)
             seq = getattr(running[1], "turn_seq", None) if running is not None else None
             if seq is not None and store.cancel_seq(session_id) >= seq:
-                self.cancel(session_id)  # cancelled from another worker
-            if waited >= every:
-                waited = 0.0
+                self.cancel(session_id)  # cancelled from another worker (s.cancel(), on_busy="interrupt")
+            if time.monotonic() >= renew_at:
+                renew_at = time.monotonic() + every
                 if not store.renew(session_id, token):
                     logger.warning("Session %r: lease taken over by another worker; stopping", session_id)
+                    self._events(session_id).emit("lease.lost", session_id=session_id, token=token)
                     if running is not None:
                         running[1].cancel()
                     return
@@ -304,11 +350,19 @@ class Engine:
         """Whether the running turn was cancelled by ``session.cancel()`` (not by a shutdown)."""
         return session_id in self._cancelled
 
-    def cancel(self, session_id: str) -> None:
-        """Cancel the session's running turn if this worker runs it (thread-safe, any loop)."""
+    def cancel(self, session_id: str, *, before: int | None = None) -> None:
+        """Cancel the session's running turn if this worker runs it (thread-safe, any loop).
+
+        Args:
+            session_id: the session.
+            before: only a turn accepted before this sequence number (a prompt that interrupts cancels the turns
+                ahead of it, never itself).
+        """
         with self._lock:
             running = self._running.get(session_id)
             if running is None:
+                return
+            if before is not None and getattr(running[1], "turn_seq", before) >= before:
                 return
             self._cancelled.add(session_id)
         loop, task = running
@@ -316,6 +370,14 @@ class Engine:
             task.cancel()
         else:
             loop.call_soon_threadsafe(task.cancel)
+
+
+class _NoEvents:
+    def emit(self, type: str, **fields: Any) -> None:
+        pass
+
+
+_NO_EVENTS = _NoEvents()
 
 
 def _on(loop: asyncio.AbstractEventLoop) -> bool:

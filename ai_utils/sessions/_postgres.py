@@ -4,11 +4,18 @@ Checkpoints use `langgraph-checkpoint-postgres` (our `PostgresCheckpointSaver`, 
 tables live in the same database and pool. A checkpoint write for a leased session runs in one
 transaction that first takes ``SELECT ... FOR SHARE`` on the session row and checks the lease token, so
 a takeover (an ``UPDATE`` of that row) waits for it and a stale worker's write is rolled back.
+
+Readers and workers in other processes are woken by ``LISTEN/NOTIFY``: each write that stores lines, a cancel
+or a lease given back notifies channel ``ai_utils_sessions`` with the session id (inside the same statement,
+delivered at commit), and each store keeps one listening connection (`_Listener`, a daemon thread) that
+wakes this process's waiters. Polling stays as a slow fallback for a listener that lost its connection.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -19,7 +26,11 @@ from ai_utils.sessions._store import SessionStore
 
 __all__ = ["PostgresSessions", "postgres_sessions"]
 
+logger = logging.getLogger("ai_utils.sessions")
+
 _SETUP_KEY = 0x61695F73657373  # "ai_sess"
+CHANNEL = "ai_utils_sessions"
+_CONTROL = "c|"  # payload prefix of a control notification (a cancel, an interrupting prompt, a lease given back)
 
 
 class _FencedPostgresSaver(FencedWrites, PostgresCheckpointSaver):
@@ -60,11 +71,17 @@ class _PgCursor:
     def rowcount(self) -> int:
         return int(self._cur.rowcount)
 
+    @property
+    def description(self) -> Any:
+        return self._cur.description
+
 
 class _PgDb(SaverDb[_FencedPostgresSaver]):
     """The store's `Db` on the saver's connection pool."""
 
     for_update = " FOR UPDATE"
+    notify = f"pg_notify('{CHANNEL}', session_id)"
+    notify_control = f"pg_notify('{CHANNEL}', '{_CONTROL}' || session_id)"
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Cursor]:
@@ -85,13 +102,64 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
         cur.execute("SELECT pg_advisory_xact_lock(?)", (_SETUP_KEY,))
 
 
+class _Listener:
+    """One ``LISTEN`` connection (a daemon thread) that wakes this process's waiters on other processes' writes."""
+
+    def __init__(self, conn_string: str, signal: Any) -> None:
+        self._conn_string = conn_string
+        self._signal = signal
+        self._stop = threading.Event()
+        self.ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ai_utils-sessions-listen", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import psycopg
+
+        from ai_utils.sessions._engine import control
+
+        delay = 0.1
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self._conn_string, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    self.ready.set()
+                    delay = 0.1
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=0.5):
+                            payload = note.payload
+                            if payload.startswith(_CONTROL):
+                                self._signal.publish(control(payload[len(_CONTROL) :]))
+                            else:
+                                self._signal.publish(payload)
+            except Exception as error:  # the server went away: readers fall back to polling meanwhile
+                if self._stop.is_set():
+                    return
+                logger.warning("Session listener lost its connection (%s); reconnecting", type(error).__name__)
+                self._stop.wait(delay)
+                delay = min(delay * 2, 5.0)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
 class PostgresSessions(SessionStore):
     """Durable sessions in Postgres (see `postgres_sessions`)."""
 
+    _listener: _Listener | None = None
+    _conn_string: str = ""
+
+    def _started(self, engine: Any) -> None:
+        self._listener = _Listener(self._conn_string, engine.signal)
+        self._listener.ready.wait(5)  # readers that start now must not miss a wake-up (polling covers a miss)
+
     def close(self) -> None:
-        """Stop this worker's background runner and close the pool."""
+        """Stop this worker's background runner and listener, and close the pool."""
         if self._engine is not None:
             self._engine.close()
+        if self._listener is not None:
+            self._listener.close()
         self.checkpointer.close()
 
 
@@ -110,6 +178,10 @@ def postgres_sessions(
         UserError: a bad connection string or pool size, or the server cannot be reached.
     """
     saver = _FencedPostgresSaver(conn_string, min_size=min_size, max_size=max_size)
-    store = PostgresSessions(_PgDb(saver), saver, lease_seconds=lease_seconds, kind="postgres", poll_seconds=0.05)
+    # Woken by NOTIFY: the polls are only a fallback for a listener that lost its connection.
+    store = PostgresSessions(
+        _PgDb(saver), saver, lease_seconds=lease_seconds, kind="postgres", poll_seconds=0.5, control_seconds=1.0
+    )
+    store._conn_string = conn_string
     saver.leases = store.leases
     return store
