@@ -114,7 +114,6 @@ class SessionLink:
                     f"session(model=...) must be a 'provider:model' string (as for get_llm), got {model!r}; "
                     "e.g. 'openai:gpt-4o-mini'."
                 )
-            self.chat_model(model)  # an unknown provider fails here, not in the turn
         if instructions is not None:
             if not isinstance(instructions, str):
                 raise UserError(f"session(instructions=...) must be a str, got {type(instructions).__name__}.")
@@ -135,7 +134,10 @@ class SessionLink:
         name = agent_name(agent)
         config = self._config(model, instructions)
         self.store.engine.register(agent, name)
-        return Session(agent, self.store, name, session_id, context, config)
+        session = Session(agent, self.store, name, session_id, context, config)
+        if config is not None:
+            self.chat_model(config.model)  # an unknown provider or a missing key fails here, not in a turn
+        return session
 
     def _continue(self, agent: Any, *, here: bool) -> tuple[set[str], dict[str, float]]:
         name = agent_name(agent)

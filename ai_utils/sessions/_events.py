@@ -109,15 +109,22 @@ def stop_for_finish(reason: object) -> str | None:
 
 
 def _finish_reason(message: Any, info: Mapping[str, Any] | None) -> str | None:
+    """The reason the model stopped; one that ends the turn other than normally wins.
+
+    Providers name it ``finish_reason`` (OpenAI, Gemini) or ``stop_reason`` (Anthropic), some both.
+    """
     meta = getattr(message, "response_metadata", None) or {}
+    if (getattr(message, "additional_kwargs", None) or {}).get("refusal"):
+        return "refusal"
+    found: str | None = None
     for source in (meta, info or {}):
         for key in ("finish_reason", "stop_reason"):
             value = source.get(key)
             if isinstance(value, str):
-                return value
-    if (getattr(message, "additional_kwargs", None) or {}).get("refusal"):
-        return "refusal"
-    return None
+                if stop_for_finish(value) is not None:
+                    return value
+                found = found or value
+    return found
 
 
 class TurnWatch(BaseCallbackHandler):

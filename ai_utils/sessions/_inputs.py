@@ -20,7 +20,19 @@ __all__ = ["OPEN", "Accepted", "Inputs"]
 OPEN = "('queued', 'running', 'resume')"
 """Turn statuses that still have work: queued, running (or its worker died), a yielded turn being continued."""
 _OPEN_OR_YIELDED = "('queued', 'running', 'resume', 'yielded')"
-_CONTINUE_YIELDED = "UPDATE ai_utils_turns SET status = 'resume' WHERE session_id = ? AND status = 'yielded'"
+
+
+def _continue_yielded(cur: Cursor, session_id: str) -> None:
+    """A yielded turn is continued next (its passed ``yield_at`` dropped); only a yielded turn costs a rewrite."""
+    cur.execute(
+        "UPDATE ai_utils_turns SET status = 'resume' WHERE session_id = ? AND status = 'yielded' "
+        "RETURNING turn_id, payload",
+        (session_id,),
+    )
+    for turn_id, payload in cur.fetchall():
+        kept = {k: v for k, v in loads(payload).items() if k != "yield_at"}
+        cur.execute("UPDATE ai_utils_turns SET payload = ? WHERE turn_id = ?", (dumps(kept), turn_id))
+
 
 # The steers of a session no turn has taken yet.
 _WAITING = "FROM ai_utils_inputs WHERE session_id = ? AND kind = 'steer' AND taken = 0"
@@ -163,7 +175,7 @@ class Inputs(Leases):
                 cur.execute("UPDATE ai_utils_sessions SET cancel_seq = ? WHERE session_id = ?", (seq - 1, session_id))
                 notify = "control"
             # A yielded turn is continued before this prompt (or, cancelled above, ends at once).
-            cur.execute(_CONTINUE_YIELDED, (session_id,))
+            _continue_yielded(cur, session_id)
             cur.execute(
                 "UPDATE ai_utils_sessions SET next_seq = ? WHERE session_id = ?" + returning(self.db, notify=notify),
                 (seq, session_id),
@@ -290,7 +302,7 @@ class Inputs(Leases):
                 + returning(self.db, notify="control"),
                 (session_id,),
             )
-            cur.execute(_CONTINUE_YIELDED, (session_id,))  # a yielded turn ends cancelled too
+            _continue_yielded(cur, session_id)  # a yielded turn ends cancelled too
             cur.execute("SELECT cancel_seq FROM ai_utils_sessions WHERE session_id = ?", (session_id,))
             row = cur.fetchone()
         return 0 if row is None else int(row[0])
