@@ -21,7 +21,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from ai_utils.exceptions import SessionFencedError
@@ -47,9 +47,12 @@ class Recent(OrderedDict[str, Any]):
             self.popitem(last=False)
 
 
+_CONTROL = "\x00control"
+
+
 def control(session_id: str) -> str:
     """The `Signal` key of a session's control events (a cancel, an interrupting prompt, a lease given back)."""
-    return f"{session_id}\x00control"
+    return session_id + _CONTROL
 
 
 class Signal:
@@ -57,6 +60,7 @@ class Signal:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
+        self.control = threading.Event()  # set on every control publish (the keeper waits on it)
         self._versions: dict[str, int] = {}
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
 
@@ -73,6 +77,8 @@ class Signal:
                 self._versions = {k: v for k, v in self._versions.items() if k in self._waiters}
             self._versions[session_id] = self._versions.get(session_id, 0) + 1
             self._cond.notify_all()
+            if session_id.endswith(_CONTROL):
+                self.control.set()
             waiters = self._waiters.pop(session_id, [])
         for loop, future in waiters:
             if _on(loop):
@@ -131,6 +137,10 @@ class Engine:
         self._running: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
         self._cancelled: set[str] = set()
         self._owners: Recent = Recent()
+        self._lost_leases: Recent = Recent()
+        self._held: dict[str, int] = {}  # session -> lease token this worker holds
+        self._keeper: threading.Thread | None = None
+        self._keeping = True
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         # Loops that run drivers: the SQLite saver runs inline there.
@@ -159,10 +169,14 @@ class Engine:
 
         A turn still running after ``timeout`` stops as in a crash: the next worker continues it.
         """
-        self.closing = True
         deadline = time.monotonic() + timeout
+        self.closing = True
         while self._running and time.monotonic() < deadline:
             time.sleep(0.02)
+        self._keeping = False
+        self.signal.control.set()
+        if self._keeper is not None:
+            self._keeper.join(5)
         loop, thread = self._loop, self._thread
         if loop is None or thread is None or not loop.is_running():
             return
@@ -220,6 +234,16 @@ class Engine:
         link = getattr(agent, "_sessions_link", None)
         return link.events if link is not None else _NO_EVENTS
 
+    async def io(self, fn: Callable[..., T], *args: Any) -> T:
+        """A store call from a driver: in a worker thread on Postgres, inline on SQLite.
+
+        On Postgres one session's round trip must not stall the others on this loop; on SQLite the call takes
+        microseconds and a thread hop would cost more.
+        """
+        if self.store.kind == "postgres":
+            return await asyncio.to_thread(fn, *args)
+        return fn(*args)
+
     def runs_here(self, session_id: str) -> bool:
         """Whether the session's driver runs on the loop running in this thread (a sync wait would deadlock it)."""
         with self._lock:
@@ -255,53 +279,63 @@ class Engine:
             raise
 
     async def _work(self, session_id: str) -> None:
-        store = self.store
+        store, io = self.store, self.io
         delay = store.poll_seconds
+        # With NOTIFY a lease given back wakes us at once: the poll only has to notice a worker that died.
+        cap = min(max(store.lease_seconds / 3, 0.5), 5.0) if store.kind == "postgres" else 0.5
         key = control(session_id)
         while True:
             seen = self.signal.version(key)
-            claimed = store.claim(session_id)
+            claimed = await io(store.claim, session_id)
             if claimed is not None:
                 break
-            if not store.busy(session_id):
+            if not await io(store.busy, session_id):
                 return
             # Another worker runs it: woken when it gives the lease back; its expiry (or death) is the takeover.
             await self.signal.await_version(key, seen, delay)
-            delay = min(delay * 1.5, 0.5)
+            delay = min(delay * 1.5, cap)
         token, took_from = claimed
         events = self._events(session_id)
         events.emit("lease.acquired", session_id=session_id, token=token, from_dead_worker=took_from is not None)
-        # A flag besides cancel(): Python 3.11's wait_for can swallow a cancel that meets a wake-up.
-        stop = asyncio.Event()
-        renewer = asyncio.create_task(self._renew(session_id, token, stop))
+        self._hold(session_id, token)
+        released = False
         try:
             from ai_utils.sessions._turns import run_turn
 
             while not self.closing:
-                turn = store.next_turn(session_id)
+                turn = await io(store.next_turn, session_id)
                 if turn is None:
-                    made = store.steers_to_turn(session_id, token)
+                    made = await io(store.steers_to_turn, session_id, token)
                     if made is not None:
                         self._steers_context(*made)
                         continue
                     return
-                owner = self._owners.get(session_id) or store.owner_of(session_id) or ""
+                owner = self._owners.get(session_id) or await io(store.owner_of, session_id) or ""
                 self._owners[session_id] = owner  # a session never changes its agent
                 agent = self.agents.get(owner)
                 if agent is None:
                     logger.warning("Session %r: no agent of its name in this worker; leaving it queued", session_id)
                     return
-                await run_turn(self, agent, session_id, token, turn)
+                released = await run_turn(self, agent, session_id, token, turn)
+                if released:
+                    return  # the turn's end gave the lease back: nothing else was waiting
         except SessionFencedError:
-            self._events(session_id).emit("lease.lost", session_id=session_id, token=token)
+            self._lost(session_id, token)
             raise
         finally:
-            stop.set()
-            renewer.cancel()
-            with contextlib.suppress(Exception):
-                store.release(session_id, token)
+            with self._lock:
+                self._held.pop(session_id, None)
+            if not released:
+                with contextlib.suppress(Exception):
+                    await io(store.release, session_id, token)
             self.signal.publish(session_id)
             self.signal.publish(key)
+
+    def _lost(self, session_id: str, token: int) -> None:
+        """Emit ``lease.lost`` once per lease (the renewer and the refused write may both notice)."""
+        if self._lost_leases.get(session_id) != token:
+            self._lost_leases[session_id] = token
+            self._events(session_id).emit("lease.lost", session_id=session_id, token=token)
 
     def _steers_context(self, turn_id: str, steer_ids: list[str]) -> None:
         """A turn made of left-over steers gets the context of the session object that sent the first one."""
@@ -311,29 +345,61 @@ class Engine:
         if context is not None:
             self.contexts[turn_id] = context
 
-    async def _renew(self, session_id: str, token: int, stop: asyncio.Event) -> None:
+    # --- the keeper: one thread renews every lease of this worker and looks for cancels -------------------
+
+    def _hold(self, session_id: str, token: int) -> None:
+        with self._lock:
+            self._held[session_id] = token
+            if self._keeper is None:
+                self._keeper = threading.Thread(target=self._keep, name="ai_utils-sessions-keeper", daemon=True)
+                self._keeper.start()
+
+    def _keep(self) -> None:
+        """Renew this worker's leases, and cancel a running turn that another process cancelled.
+
+        Every ``lease_seconds / 3`` one statement renews every lease this worker holds; every ``control_seconds``
+        (at once when woken by a notification) one read finds cancels sent from other processes. A thread of
+        its own, so a busy event loop never delays a renewal into a takeover.
+        """
         store = self.store
         every = max(store.lease_seconds / 3, 0.02)
-        poll = min(store.control_seconds, every)
         renew_at = time.monotonic() + every
-        key = control(session_id)
-        while not stop.is_set():
-            seen = self.signal.version(key)
-            await self.signal.await_version(key, seen, poll)
-            if stop.is_set():
-                return
-            running = self._running.get(session_id)
-            seq = getattr(running[1], "turn_seq", None) if running is not None else None
-            if seq is not None and store.cancel_seq(session_id) >= seq:
-                self.cancel(session_id)  # cancelled from another worker (s.cancel(), on_busy="interrupt")
-            if time.monotonic() >= renew_at:
+        while self._keeping:
+            self.signal.control.wait(min(store.control_seconds, every))
+            self.signal.control.clear()
+            with self._lock:
+                held = dict(self._held)
+                running = {sid: getattr(task, "turn_seq", None) for sid, (_, task) in self._running.items()}
+            if not held:
                 renew_at = time.monotonic() + every
-                if not store.renew(session_id, token):
-                    logger.warning("Session %r: lease taken over by another worker; stopping", session_id)
-                    self._events(session_id).emit("lease.lost", session_id=session_id, token=token)
-                    if running is not None:
-                        running[1].cancel()
-                    return
+                continue
+            try:
+                if running:
+                    cancelled = store.cancel_seqs()
+                    for session_id, seq in running.items():
+                        if seq is not None and cancelled.get(session_id, 0) >= seq:
+                            self.cancel(session_id)  # cancelled from another worker (s.cancel(), on_busy=...)
+                if time.monotonic() >= renew_at:
+                    renew_at = time.monotonic() + every
+                    renewed = store.renew_all()
+                    with self._lock:
+                        still = {sid: token for sid, token in held.items() if self._held.get(sid) == token}
+                    for session_id, token in still.items():
+                        if session_id not in renewed:
+                            logger.warning("Session %r: lease taken over by another worker; stopping", session_id)
+                            self._lost(session_id, token)
+                            self._stop(session_id)
+            except Exception:  # the store is unreachable: try again; the leases run out if it stays so
+                logger.warning("Session worker could not renew its leases; retrying", exc_info=True)
+
+    def _stop(self, session_id: str) -> None:
+        """Stop the session's running turn in this worker (its lease is lost: not a user's cancel)."""
+        with self._lock:
+            running = self._running.get(session_id)
+        if running is not None:
+            loop, task = running
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(task.cancel)
 
     # --- the running turn --------------------------------------------------------------------------------
 

@@ -100,9 +100,12 @@ class Inputs(Leases):
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (session_id, agent, time.time(), *((config.model, config.instructions) if config else (None, None))),
             )
+        # What a prompt needs to know about the session's turns comes with the row (one round trip).
         cur.execute(
-            "SELECT agent, lease_token, last_cursor, next_seq, model, instructions FROM ai_utils_sessions "
-            "WHERE session_id = ?" + self.db.for_update,
+            "SELECT agent, lease_token, last_cursor, next_seq, model, instructions, "
+            f"EXISTS (SELECT 1 FROM ai_utils_turns t WHERE t.session_id = s.session_id AND t.status IN {OPEN}), "
+            "EXISTS (SELECT 1 FROM ai_utils_turns t WHERE t.session_id = s.session_id AND t.status = 'yielded') "
+            "FROM ai_utils_sessions s WHERE session_id = ?" + self.db.for_update,
             (session_id,),
         )
         row = cur.fetchone()
@@ -114,7 +117,7 @@ class Inputs(Leases):
                 f"agent with name={row[0]!r} (a session keeps the name of the agent that created it)."
             )
         check_config(session_id, (row[4], row[5]), config)
-        return tuple(row[:4])
+        return (*row[:4], bool(row[6]), bool(row[7]))
 
     def session_row(self, session_id: str) -> tuple[str, str | None, str | None] | None:
         """``(agent, model, instructions)`` of a stored session, or ``None`` when it does not exist yet."""
@@ -147,15 +150,14 @@ class Inputs(Leases):
         """
         body = dumps(payload)
         with self.db.write() as cur:
-            _, _, last_cursor, next_seq = self._session(cur, session_id, agent, create=True, config=config)
+            _, _, last_cursor, next_seq, busy, yielded = self._session(
+                cur, session_id, agent, create=True, config=config
+            )
             seen = _earlier_input(cur, session_id, message_id, "prompt")
             if seen is not None and message_id is not None:
                 return Accepted(str(seen[1]), message_id, True, int(last_cursor), 0)
             if on_busy == "reject":
-                cur.execute(
-                    f"SELECT 1 FROM ai_utils_turns WHERE session_id = ? AND status IN {OPEN} LIMIT 1", (session_id,)
-                )
-                if cur.fetchone() is not None:
+                if busy:
                     raise SessionBusyError(
                         f"Session {session_id!r} is running a turn and the prompt said on_busy='reject'; nothing was "
                         "stored. Send it again when the turn ended, or use on_busy='enqueue' to wait behind it.",
@@ -174,8 +176,8 @@ class Inputs(Leases):
                 # Every turn accepted before this one is cancelled: a running one at its worker's next look.
                 cur.execute("UPDATE ai_utils_sessions SET cancel_seq = ? WHERE session_id = ?", (seq - 1, session_id))
                 notify = "control"
-            # A yielded turn is continued before this prompt (or, cancelled above, ends at once).
-            _continue_yielded(cur, session_id)
+            if yielded:  # continued before this prompt (or, cancelled above, it ends at once)
+                _continue_yielded(cur, session_id)
             cur.execute(
                 "UPDATE ai_utils_sessions SET next_seq = ? WHERE session_id = ?" + returning(self.db, notify=notify),
                 (seq, session_id),
@@ -195,7 +197,7 @@ class Inputs(Leases):
             ``(turn_id, message_id, last_cursor)``, or ``None`` when no turn is yielded.
         """
         with self.db.write() as cur:
-            _, _, last_cursor, _ = self._session(cur, session_id, agent, create=False)
+            last_cursor = self._session(cur, session_id, agent, create=False)[2]
             cur.execute(
                 "SELECT turn_id, message_id, payload FROM ai_utils_turns WHERE session_id = ? AND status = 'yielded'",
                 (session_id,),
@@ -218,7 +220,7 @@ class Inputs(Leases):
             ``(message_id, turn_id)``; ``turn_id`` is set when the steer became a turn of its own.
         """
         with self.db.write() as cur:
-            _, _, _, next_seq = self._session(cur, session_id, agent, create=True)
+            _, _, _, next_seq, open_turns, _ = self._session(cur, session_id, agent, create=True)
             seen = _earlier_input(cur, session_id, message_id, "steer")
             if seen is not None and message_id is not None:
                 return message_id, seen[1]
@@ -229,8 +231,6 @@ class Inputs(Leases):
                     f"Session {session_id!r} already has {MAX_STEERS} steers waiting; wait for the turn to take "
                     "them (or cancel it) before steering again."
                 )
-            cur.execute(f"SELECT COUNT(*) FROM ai_utils_turns WHERE session_id = ? AND status IN {OPEN}", (session_id,))
-            open_turns = int(cur.fetchone()[0])
             seq = int(next_seq) + 1
             cur.execute("UPDATE ai_utils_sessions SET next_seq = ? WHERE session_id = ?", (seq, session_id))
             turn_id = None

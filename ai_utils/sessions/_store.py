@@ -176,19 +176,39 @@ class SessionStore(Inputs):
         lines: Sequence[str],
         *,
         status: str = "ended",
-    ) -> int:
+    ) -> bool:
         """Log the turn's last lines (``turn_end`` / ``turn_yield`` last) and record how it ended, in one transaction.
 
         ``status`` is ``"yielded"`` for a turn that stopped at its ``yield_at`` (the next prompt continues it).
+        When the session has no other work (no open turn, no waiting steer) the lease is given back in the same
+        transaction (a turn then costs no further round trip).
+
+        Returns:
+            Whether the lease was given back.
         """
         with self.fenced(session_id, token) as (cur, last):
-            cursor = self._append(cur, session_id, last, turn_id, lines)
+            self._append(cur, session_id, last, turn_id, lines)
             cur.execute(
                 "UPDATE ai_utils_turns SET status = ?, stop_reason = ?, result = ?, "
                 "first_cursor = COALESCE(first_cursor, ?) WHERE turn_id = ?",
                 (status, stop_reason, dumps(result), last + 1, turn_id),
             )
-        return cursor
+            cur.execute(
+                f"SELECT EXISTS (SELECT 1 FROM ai_utils_turns WHERE session_id = ? AND status IN {OPEN}), "
+                "EXISTS (SELECT 1 FROM ai_utils_inputs WHERE session_id = ? AND kind = 'steer' AND taken = 0)",
+                (session_id, session_id),
+            )
+            more = cur.fetchone()
+            if more[0] or more[1]:
+                return False
+            cur.execute(
+                "UPDATE ai_utils_sessions SET lease_owner = NULL, lease_until = 0 WHERE session_id = ?"
+                + returning(self.db, notify="control"),
+                (session_id,),
+            )
+        if self.leases.get(session_id) == token:
+            del self.leases[session_id]
+        return True
 
     def journal(self, session_id: str, token: int, execution_id: str) -> bool:
         """Record that a call starts; ``False`` when it was recorded before (it may have partly run)."""

@@ -14,7 +14,7 @@ in the middle leaves the turn whole or removed, never half, and the next worker 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -102,6 +102,7 @@ class _Log:
         self.text: list[str] = []  # text since the last event: the answer of the last model call
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
 
     def add(self, chunk: Any) -> None:
         self.pending.append(dumps(chunk))
@@ -113,25 +114,27 @@ class _Log:
         if self._task is None:
             self._task = asyncio.create_task(self._write())
 
-    def flush(self) -> None:
+    async def flush(self) -> None:
         if self.pending:
             lines, self.pending = self.pending, []
-            self.engine.store.append(self.session_id, self.token, self.turn_id, lines)
+            await self.engine.io(self.engine.store.append, self.session_id, self.token, self.turn_id, lines)
             self.engine.signal.publish(self.session_id)
 
     async def _write(self) -> None:
-        while True:
+        # One writer, one flush at a time: lines keep their order even when a flush runs in a worker thread.
+        while not (self._closing and not self.pending):
             await self._wake.wait()
             self._wake.clear()
             await asyncio.sleep(0)  # let chunks that are ready join this transaction
-            self.flush()
+            await self.flush()
 
     async def close(self) -> None:
+        """Store what is pending and stop the writer (a refused write raises `SessionFencedError` here)."""
+        self._closing = True
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        self.flush()
+            self._wake.set()
+            await self._task
+        await self.flush()
 
 
 class _TurnRun:
@@ -151,6 +154,7 @@ class _TurnRun:
         self.stop = "end_turn"
         self.open_calls: dict[str, str] = {}  # tool calls shown as started and not yet ended
         self.began = time.perf_counter()
+        self.released = False  # the turn's end gave the lease back: the session had no other work
 
     # --- ends --------------------------------------------------------------------------------------------
 
@@ -184,7 +188,15 @@ class _TurnRun:
         ends = int((turn.result or {}).get("ends", 0)) + 1  # a yielded turn stops more than once
         result = {"usage": total, "error": error, "output": output, "ends": ends}
         lines = [*(dumps(x) for x in extra), dumps(line), *(dumps(x) for x in after)]
-        self.store.end_turn(self.session_id, self.token, turn.turn_id, stop, result, lines, status=status)
+        self.released = await self.engine.io(
+            functools.partial(self.store.end_turn, status=status),
+            self.session_id,
+            self.token,
+            turn.turn_id,
+            stop,
+            result,
+            lines,
+        )
         self.engine.signal.publish(self.session_id)
         self.engine.contexts.pop(turn.turn_id, None)
         self.link.events.emit(
@@ -210,7 +222,7 @@ class _TurnRun:
         if self.turn.rollback:
             return True
         row = self.store.turn(self.turn.turn_id)  # a prompt with on_busy="rollback" may have asked since
-        return row is not None and row.rollback
+        return row is not None and row.rollback  # (rare: a cancelled turn only)
 
     async def rolled_back(self) -> None:
         """Remove the turn's messages from the thread (one checkpoint), then log its end and ``turn_rollback``."""
@@ -297,8 +309,8 @@ class _TurnRun:
 
     async def run(self) -> None:
         turn, engine = self.turn, self.engine
-        cancelled = self.store.start_turn(
-            self.session_id, self.token, turn, dumps(self._first_line()), self._fingerprint()
+        cancelled = await self.engine.io(
+            self.store.start_turn, self.session_id, self.token, turn, dumps(self._first_line()), self._fingerprint()
         )
         engine.signal.publish(self.session_id)
         if self.continuing:
@@ -361,9 +373,11 @@ class _TurnRun:
             await self.end(self.stop)
 
 
-async def run_turn(engine: Any, agent: Any, session_id: str, token: int, turn: TurnRow) -> None:
-    """Run (or continue) ``turn`` to its end and store everything it emits."""
-    await _TurnRun(engine, agent, session_id, token, turn).run()
+async def run_turn(engine: Any, agent: Any, session_id: str, token: int, turn: TurnRow) -> bool:
+    """Run (or continue) ``turn`` to its end and store everything it emits; whether its end gave the lease back."""
+    run = _TurnRun(engine, agent, session_id, token, turn)
+    await run.run()
+    return run.released
 
 
 async def _close_calls(agent: Any, config: Any) -> list[dict[str, Any]]:

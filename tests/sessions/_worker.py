@@ -3,7 +3,8 @@
 Keys:
   backend: "sqlite:<path>" or a Postgres URI; lease: lease_seconds; session: the session id
   action: "prompt" (prompt ``text``, wait for the result), "exit_after_prompt" (os._exit(0) right after
-    prompt() returns), "recover" (recover(), or recover(wait=True) with ``wait``, and wait until the session is
+    prompt() returns), "recover" (recover(), or recover(wait=True) with ``wait`` (after a plain recover() as
+    ``early`` with ``early``), and wait until the session is
     idle; ``recover_seconds`` is how long from recover() to idle), "prompts" (prompt every text of ``texts``
     with message ids ``<prefix><i>``, then wait for all), "stream" (print s.stream(cursor)), "resume"
     (s.resume() and wait)
@@ -170,6 +171,8 @@ def _act(args: dict[str, Any], agent: Any, store: Any, s: Any, out: dict[str, An
         except SessionBusyError as error:
             out["busy"] = error.code
     elif action == "recover":
+        if args.get("early"):
+            out["early"] = agent.recover()  # before waiting: what recover() sees right now
         began = time.monotonic()
         out["recovered"] = agent.recover(wait=bool(args.get("wait")))
         out["recovered_at"] = time.time()

@@ -10,16 +10,22 @@ import asyncio
 import base64
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from _media import JPEG_HEAD, png
 from _services import Aimock
+from conftest import LiveServer
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import Route
 
-from ai_utils import Agent, UserError, memory_sessions, sqlite_sessions
+from ai_utils import Agent, StreamResponse, UserError, memory_sessions, sqlite_sessions
+from ai_utils.client import iter_ndjson
 from ai_utils.sessions import SessionStore
 from ai_utils.testing import FakeChatModel, FunctionChatModel
 
@@ -218,3 +224,29 @@ def test_session_model_and_instructions_are_stored_with_the_session(store: Sessi
         Agent(llm=FakeChatModel(["x"]), resize_image=lambda d, m: (d, m))
     with pytest.raises(UserError, match="resize_image"):
         Agent(llm=FakeChatModel(["x"]), sessions=store, resize_image="small")  # type: ignore[arg-type]
+
+
+def test_stream_response_of_a_turn_names_its_session_in_the_first_line(
+    serve: Callable[[Any], LiveServer], store: SessionStore
+) -> None:
+    agent = Agent(llm=FakeChatModel(["Hello there."], cycle=True), sessions=store)
+
+    async def chat(request: Request) -> StreamResponse:
+        body = await request.json()
+        turn = await agent.session(body.get("session_id")).aprompt(body["text"])
+        return StreamResponse(turn)
+
+    server = serve(Starlette(routes=[Route("/chat", chat, methods=["POST"])]))
+    with httpx.stream("POST", f"{server.base_url}/chat", json={"text": "Hi"}, timeout=30) as response:
+        chunks = list(iter_ndjson(response.iter_lines()))
+    first = chunks[0]
+    assert isinstance(first, dict) and first["kind"] == "turn_start"
+    assert set(first) == {"kind", "turn_id", "session_id", "message_id"}
+    assert chunks[1:-1] == ["Hello ", "there."] and chunks[-1]["kind"] == "turn_end"  # type: ignore[index]
+    # The browser learned its session id from that line: the next request continues the session.
+    with httpx.stream(
+        "POST", f"{server.base_url}/chat", json={"text": "Again", "session_id": first["session_id"]}, timeout=30
+    ) as response:
+        again = list(iter_ndjson(response.iter_lines()))
+    assert again[0]["session_id"] == first["session_id"]  # type: ignore[index]
+    assert len(agent.session(first["session_id"]).history()) == 4  # type: ignore[index]

@@ -228,3 +228,45 @@ def test_on_busy_enqueue_keeps_order(store: SessionStore) -> None:
     assert first.result().stop_reason == "end_turn"
     humans = [m.text for m in s.history() if isinstance(m, HumanMessage)]
     assert humans == ["work first", "then 0", "then 1", "then 2"]
+
+
+def test_a_rollback_cut_short_by_a_crash_is_finished_by_the_next_worker_and_never_removes_more(
+    tmp_path: Any,
+) -> None:
+    from ai_utils import sqlite_sessions
+
+    path = tmp_path / "rb.sqlite"
+    store = sqlite_sessions(path, lease_seconds=0.5)
+    try:
+        agent = Agent(llm=FakeChatModel(["first answer", "second answer"]), sessions=store)
+        s = agent.session("rb")
+        s.prompt("keep me").result()
+        doomed = s.prompt("roll me back")
+        assert doomed.result().stop_reason == "end_turn"
+        kept = [m.id for m in s.history()][:2]
+        seq = store.turn(doomed.id).seq  # type: ignore[union-attr]
+    finally:
+        store.close()  # type: ignore[attr-defined]
+
+    def crash_mid_rollback() -> None:
+        # As a worker that died while rolling the turn back: the turn is running, marked for rollback and
+        # cancelled, and its lease expired (where exactly it died: before, or after, its one checkpoint write).
+        import sqlite3
+
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE ai_utils_turns SET status = 'running', rollback = 1 WHERE turn_id = ?", (doomed.id,))
+            conn.execute("UPDATE ai_utils_sessions SET cancel_seq = ?, lease_owner = 'gone', lease_until = 0", (seq,))
+
+    for _ in range(2):  # the second time the thread was already rolled back: nothing more goes
+        crash_mid_rollback()
+        store = sqlite_sessions(path, lease_seconds=0.5)
+        try:
+            agent = Agent(llm=FakeChatModel(["never"]), sessions=store)
+            assert agent.recover() == 1
+            _wait_until(lambda: not store.busy("rb"))  # noqa: B023
+            s = agent.session("rb")
+            assert [m.id for m in s.history()] == kept
+            kinds = [line["chunk"]["kind"] for line in s.stream(0) if is_turn_event(line["chunk"])]
+            assert kinds[-2:] == ["turn_end", "turn_rollback"]
+        finally:
+            store.close()  # type: ignore[attr-defined]

@@ -243,17 +243,17 @@ def test_a_sigkilled_worker_on_this_host_is_taken_over_at_once(backend: str, tmp
 def test_a_stalled_worker_on_another_host_is_taken_over_only_after_its_lease(backend: str, tmp_path: Path) -> None:
     session = uuid.uuid4().hex
     hold = tmp_path / "hold"
-    lease = 30.0
+    lease = 60.0  # long enough that the next worker starts well within it, even on a loaded machine
     other = _start(backend, session, action="prompt", text="act slowly", hold_file=str(hold), lease=lease, host="m2")
     try:
         _running(other, hold)
         os.kill(other.pid, signal.SIGSTOP)  # alive-looking, on "another machine": no lease renewal from now on
         stopped = time.time()
         hold.write_text("go")
-        code, early = _run(backend, session, action="recover", hold_file=str(hold), lease=lease)
-        assert code == 0 and early is not None and early["recovered"] == 0  # its lease still runs
-        code, out = _run(backend, session, action="recover", wait=True, hold_file=str(hold), lease=lease)
-        assert code == 0 and out is not None and out["recovered"] == 1
+        code, out = _run(backend, session, action="recover", early=True, wait=True, hold_file=str(hold), lease=lease)
+        assert code == 0 and out is not None
+        assert out["early"] == 0  # its lease still runs: recover() leaves it alone
+        assert out["recovered"] == 1  # recover(wait=True) waited for the lease, then continued the turn
         os.kill(other.pid, signal.SIGCONT)
         _finish(other)  # it wakes up fenced: nothing it writes is visible
     finally:
@@ -271,9 +271,13 @@ def test_a_stalled_worker_on_another_host_is_taken_over_only_after_its_lease(bac
 def _busy_case(backend: str, tmp_path: Path, on_busy: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     session = uuid.uuid4().hex
     hold = tmp_path / "hold"
-    first = _start(backend, session, action="prompt", text="act slowly", hold_file=str(hold), idempotent=False)
+    busy = {
+        "idempotent": False,
+        "lease": 10.0,
+    }  # no crash here: a long lease keeps a loaded machine from looking like one
+    first = _start(backend, session, action="prompt", text="act slowly", hold_file=str(hold), **busy)
     _running(first, hold)
-    second = _start(backend, session, action="prompt", text="new question", on_busy=on_busy, message_id="n-1")
+    second = _start(backend, session, action="prompt", text="new question", on_busy=on_busy, message_id="n-1", **busy)
     try:
         if on_busy in ("interrupt", "rollback"):
             result = _finish(second)  # answered while the first worker's tool still hangs
@@ -284,11 +288,10 @@ def _busy_case(backend: str, tmp_path: Path, on_busy: str) -> tuple[dict[str, An
         hold.write_text("go")
     first_result = _finish(first)
     result["first"] = first_result["result"]
-    lines = _log(backend, session)
-    code, reader = _run(backend, session, action="stream", cursor=0)
+    code, reader = _run(backend, session, action="stream", cursor=0)  # a third process reads log and thread
     assert code == 0 and reader is not None
     result["thread"] = reader["history"]
-    return result, lines
+    return result, list(reader["lines"])
 
 
 def test_on_busy_reject_from_another_process_stores_nothing(backend: str, tmp_path: Path) -> None:
