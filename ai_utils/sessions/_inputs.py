@@ -306,10 +306,3 @@ class Inputs(Leases):
             cur.execute("SELECT cancel_seq FROM ai_utils_sessions WHERE session_id = ?", (session_id,))
             row = cur.fetchone()
         return 0 if row is None else int(row[0])
-
-    def cancel_seq(self, session_id: str) -> int:
-        """Turns with a sequence number up to this one are cancelled."""
-        with self.db.read() as cur:
-            cur.execute("SELECT cancel_seq FROM ai_utils_sessions WHERE session_id = ?", (session_id,))
-            row = cur.fetchone()
-        return 0 if row is None else int(row[0])

@@ -92,14 +92,20 @@ class Leases:
         self.leases[session_id] = token
         return token, took_from
 
-    def renew(self, session_id: str, token: int) -> bool:
-        """Extend the lease; ``False`` when another worker took it over (this one is fenced)."""
+    def renew_all(self) -> set[str]:
+        """Extend every lease this worker holds, in one statement; the sessions whose lease it still held."""
         with self.db.write() as cur:
             cur.execute(
-                "UPDATE ai_utils_sessions SET lease_until = ? WHERE session_id = ? AND lease_token = ?",
-                (time.time() + self.lease_seconds, session_id, token),
+                "UPDATE ai_utils_sessions SET lease_until = ? WHERE lease_owner = ?" + returning(self.db, "session_id"),
+                (time.time() + self.lease_seconds, self.owner),
             )
-            return bool(cur.rowcount == 1)
+            return {str(row[0]) for row in cur.fetchall()}
+
+    def cancel_seqs(self) -> dict[str, int]:
+        """``session_id -> cancel_seq`` of the sessions this worker holds (turns up to it are cancelled)."""
+        with self.db.read() as cur:
+            cur.execute("SELECT session_id, cancel_seq FROM ai_utils_sessions WHERE lease_owner = ?", (self.owner,))
+            return {str(row[0]): int(row[1]) for row in cur.fetchall()}
 
     def release(self, session_id: str, token: int) -> None:
         """Give the lease back (a fenced worker's release changes nothing); wakes waiting workers elsewhere."""

@@ -137,3 +137,33 @@ def test_postgres_followers_are_woken_by_notify(postgres_uri: str) -> None:
     finally:
         reader_store.close()  # type: ignore[attr-defined]
         writer_store.close()  # type: ignore[attr-defined]
+
+
+def test_a_worker_keeps_its_lease_through_a_long_turn_and_hears_a_cancel_from_another(tmp_path: Path) -> None:
+    path = tmp_path / "k.sqlite"
+    started = threading.Event()
+
+    async def slow(messages: list[BaseMessage], tools: list[Any]) -> str:
+        started.set()
+        await asyncio.sleep(2.5)
+        return "done"
+
+    # Two workers on one file (two store objects: as two processes would be), a lease far shorter than the turn.
+    first, second = sqlite_sessions(path, lease_seconds=0.6), sqlite_sessions(path, lease_seconds=0.6)
+    try:
+        runner = Agent(llm=FunctionChatModel(slow), sessions=first, name="k")
+        other = Agent(llm=FakeChatModel(["never"]), sessions=second, name="k")
+        turn = runner.session("long").prompt("work")
+        assert started.wait(30)
+        time.sleep(1.5)  # past the lease: only renewals keep it
+        assert other.recover() == 0 and not second.lease_free("long")
+        assert turn.result(timeout=30).stop_reason == "end_turn"
+
+        started.clear()
+        again = runner.session("long").prompt("work more")
+        assert started.wait(30)
+        other.session("long").cancel()  # from the other worker: the running one hears it and stops
+        assert again.result(timeout=30).stop_reason == "cancelled"
+    finally:
+        second.close()  # type: ignore[attr-defined]
+        first.close()  # type: ignore[attr-defined]
