@@ -284,18 +284,18 @@ def _follow_latency(session: Session) -> tuple[float, float]:
         try:
             agent = Agent(llm=scripted_model(), sessions=store, name="latency")
             s = agent.session("follow")
+            follower = subprocess.Popen([sys.executable, str(script), uri], stdout=subprocess.PIPE, text=True)
+            assert follower.stdout is not None and follower.stdout.readline().strip() == "ready"
             store.accept_prompt(s.id, "latency", None, {"input": "x"})  # a turn the lines belong to
             claimed = store.claim(s.id)
             turn = store.next_turn(s.id)
             assert claimed is not None and turn is not None
             token = claimed[0]
-            follower = subprocess.Popen([sys.executable, str(script), uri], stdout=subprocess.PIPE, text=True)
-            assert follower.stdout is not None and follower.stdout.readline().strip() == "ready"
             sent: list[float] = []
             for i in range(LATENCY_LINES):
                 time.sleep(0.01)
-                sent.append(time.time())
                 store.append(s.id, token, turn.turn_id, [json.dumps(f"line {i}")])
+                sent.append(time.time())  # stored: committed (and its NOTIFY sent with the commit)
             store.end_turn(s.id, token, turn.turn_id, "end_turn", {}, [json.dumps({"kind": "turn_end"})])
             store.release(s.id, token)
             got = json.loads(follower.communicate(timeout=120)[0].strip().splitlines()[-1])
@@ -323,6 +323,8 @@ agent = Agent(llm=scripted_model(), sessions=store, name="latency")
 s = agent.session("follow")
 store.engine  # the listener starts with the engine
 print("ready", flush=True)
+while not store.busy(s.id) or store.lease_free(s.id):  # the writer stores and leases the turn after we start
+    time.sleep(0.005)
 seen = []
 for line in s.stream(0):
     if isinstance(line["chunk"], str):
@@ -430,8 +432,8 @@ def metrics() -> list[Metric]:
             target=None,
             unit="ms",
             rounds=1,
-            note="ours: append() in this process to s.stream() yielding it in another (LISTEN/NOTIFY wake-up, "
-            "then a read); anchor: a bare pg_notify -> listener round trip.",
+            note="ours: from append() returning (the line is committed) in this process to s.stream() yielding it "
+            "in another (LISTEN/NOTIFY wake-up, then a read); anchor: a bare pg_notify -> listener round trip.",
         )
     )
     return out

@@ -295,6 +295,8 @@ class Engine:
             await self.signal.await_version(key, seen, delay)
             delay = min(delay * 1.5, cap)
         token, took_from = claimed
+        if took_from is not None:
+            logger.info("Session %r: its worker %s died on this host; continuing its turn now", session_id, took_from)
         events = self._events(session_id)
         events.emit("lease.acquired", session_id=session_id, token=token, from_dead_worker=took_from is not None)
         self._hold(session_id, token)

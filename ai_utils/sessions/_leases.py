@@ -94,7 +94,7 @@ class Leases:
 
     def renew_all(self) -> set[str]:
         """Extend every lease this worker holds, in one statement; the sessions whose lease it still held."""
-        with self.db.write() as cur:
+        with self.db.keeper() as cur:
             cur.execute(
                 "UPDATE ai_utils_sessions SET lease_until = ? WHERE lease_owner = ?" + returning(self.db, "session_id"),
                 (time.time() + self.lease_seconds, self.owner),
@@ -103,7 +103,7 @@ class Leases:
 
     def cancel_seqs(self) -> dict[str, int]:
         """``session_id -> cancel_seq`` of the sessions this worker holds (turns up to it are cancelled)."""
-        with self.db.read() as cur:
+        with self.db.keeper() as cur:
             cur.execute("SELECT session_id, cancel_seq FROM ai_utils_sessions WHERE lease_owner = ?", (self.owner,))
             return {str(row[0]): int(row[1]) for row in cur.fetchall()}
 

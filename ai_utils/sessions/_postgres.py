@@ -2,8 +2,9 @@
 
 Checkpoints use `langgraph-checkpoint-postgres` (our `PostgresCheckpointSaver`, one pool); the store's
 tables live in the same database and pool. A checkpoint write for a leased session runs in one
-transaction that first takes ``SELECT ... FOR SHARE`` on the session row and checks the lease token, so
-a takeover (an ``UPDATE`` of that row) waits for it and a stale worker's write is rolled back.
+transaction that first takes ``SELECT ... FOR KEY SHARE`` on the session row and checks the lease token, so
+a takeover (an ``UPDATE`` of ``lease_token``, a key column) waits for it and a stale worker's write is
+rolled back, while lease renewals and log writes (no key changes) never wait for a checkpoint.
 
 Readers and workers in other processes are woken by ``LISTEN/NOTIFY``: each write that stores lines, a cancel
 or a lease given back notifies channel ``ai_utils_sessions`` with the session id (inside the same statement,
@@ -46,7 +47,9 @@ class _FencedPostgresSaver(FencedWrites, PostgresCheckpointSaver):
         from psycopg.rows import dict_row
 
         with self.pool.connection() as conn, conn.transaction(), conn.cursor(binary=True, row_factory=dict_row) as cur:
-            cur.execute("SELECT lease_token FROM ai_utils_sessions WHERE session_id = %s FOR SHARE", (fence[0],))
+            # FOR KEY SHARE: a takeover changes lease_token, a key column (unique index), so it waits for this write
+            # to commit; a lease renewal or a cursor update changes no key and need not wait.
+            cur.execute("SELECT lease_token FROM ai_utils_sessions WHERE session_id = %s FOR KEY SHARE", (fence[0],))
             row = cur.fetchone()
             check_fence(fence, None if row is None else row["lease_token"])
             yield cur
@@ -83,6 +86,12 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
     notify = f"pg_notify('{CHANNEL}', session_id)"
     notify_control = f"pg_notify('{CHANNEL}', '{_CONTROL}' || session_id)"
 
+    def __init__(self, saver: _FencedPostgresSaver, conn_string: str) -> None:
+        super().__init__(saver)
+        self.conn_string = conn_string
+        self._keeper_lock = threading.Lock()
+        self._keeper_conn: Any = None
+
     @contextlib.contextmanager
     def write(self) -> Iterator[Cursor]:
         from psycopg.rows import tuple_row
@@ -100,6 +109,32 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
     def lock_setup(self, cur: Cursor) -> None:
         """Concurrent ``CREATE TABLE IF NOT EXISTS`` race in Postgres: one setup at a time, per database."""
         cur.execute("SELECT pg_advisory_xact_lock(?)", (_SETUP_KEY,))
+
+    @contextlib.contextmanager
+    def keeper(self) -> Iterator[Cursor]:
+        """A write transaction on a connection of the keeper's own.
+
+        A pool busy with a hundred turns must not delay a lease renewal until the lease runs out (a takeover of
+        a live worker).
+        """
+        import psycopg
+        from psycopg.rows import tuple_row
+
+        with self._keeper_lock:
+            conn = self._keeper_conn
+            if conn is None or conn.closed:
+                conn = self._keeper_conn = psycopg.connect(self.conn_string, row_factory=tuple_row)
+            try:
+                with conn.transaction(), conn.cursor() as cur:
+                    yield _PgCursor(cur)
+            except psycopg.OperationalError:
+                conn.close()  # reconnect next time
+                raise
+
+    def close(self) -> None:
+        with self._keeper_lock:
+            if self._keeper_conn is not None:
+                self._keeper_conn.close()
 
 
 class _Listener:
@@ -160,6 +195,7 @@ class PostgresSessions(SessionStore):
             self._engine.close()
         if self._listener is not None:
             self._listener.close()
+        self.db.close()  # type: ignore[attr-defined]
         self.checkpointer.close()
 
 
@@ -180,7 +216,12 @@ def postgres_sessions(
     saver = _FencedPostgresSaver(conn_string, min_size=min_size, max_size=max_size)
     # Woken by NOTIFY: the polls are only a fallback for a listener that lost its connection.
     store = PostgresSessions(
-        _PgDb(saver), saver, lease_seconds=lease_seconds, kind="postgres", poll_seconds=0.5, control_seconds=1.0
+        _PgDb(saver, conn_string),
+        saver,
+        lease_seconds=lease_seconds,
+        kind="postgres",
+        poll_seconds=0.5,
+        control_seconds=1.0,
     )
     store._conn_string = conn_string
     saver.leases = store.leases

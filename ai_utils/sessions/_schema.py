@@ -69,6 +69,8 @@ SCHEMA = (
         status TEXT NOT NULL, payload TEXT NOT NULL, start_len BIGINT, stop_reason TEXT, result TEXT,
         first_cursor BIGINT, rollback INTEGER NOT NULL DEFAULT 0)""",
     "CREATE INDEX IF NOT EXISTS ai_utils_turns_open ON ai_utils_turns (session_id, status, seq)",
+    # Makes lease_token a key column in Postgres: a takeover conflicts with a checkpoint write's FOR KEY SHARE.
+    "CREATE UNIQUE INDEX IF NOT EXISTS ai_utils_sessions_lease ON ai_utils_sessions (session_id, lease_token)",
     """CREATE TABLE IF NOT EXISTS ai_utils_log (
         session_id TEXT NOT NULL, cursor BIGINT NOT NULL, turn_id TEXT NOT NULL, line TEXT NOT NULL,
         PRIMARY KEY (session_id, cursor))""",
@@ -118,6 +120,10 @@ class Db(Protocol):
         """Create the tables (safe when several processes start at once)."""
         ...
 
+    def keeper(self) -> contextlib.AbstractContextManager[Cursor]:
+        """A write transaction for lease renewals, on a connection no other work can keep busy."""
+        ...
+
 
 class SaverDb(Generic[SaverT]):
     """A `Db` on a checkpoint saver's own connection or pool, so store and checkpoints share transactions.
@@ -141,6 +147,10 @@ class SaverDb(Generic[SaverT]):
     def read(self) -> contextlib.AbstractContextManager[Cursor]:
         """A cursor for reads."""
         raise NotImplementedError
+
+    def keeper(self) -> contextlib.AbstractContextManager[Cursor]:
+        """A write transaction for lease renewals (by default an ordinary one)."""
+        return self.write()
 
     def lock_setup(self, cur: Cursor) -> None:
         """Keep another process's `setup` out until this transaction ends (nothing to do by default)."""
