@@ -196,7 +196,7 @@ sys.path.insert(0, {bench!r})
 from _fixtures import scripted_model, add
 from ai_utils import Agent, durable_tool, postgres_sessions
 uri, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-store = postgres_sessions(uri, lease_seconds=10)
+store = postgres_sessions(uri)
 agent = Agent(llm=scripted_model(), tools=[durable_tool(add, idempotent=True)], sessions=store, name="scale")
 sys.stdout.write("ready\\n"); sys.stdout.flush(); sys.stdin.readline()  # start together
 start = time.perf_counter()

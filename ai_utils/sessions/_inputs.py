@@ -213,14 +213,16 @@ class Inputs(Leases):
             )
         return str(row[0]), str(row[1]), int(last_cursor)
 
-    def accept_steer(self, session_id: str, agent: str, message_id: str | None, text: str) -> tuple[str, str | None]:
+    def accept_steer(
+        self, session_id: str, agent: str, message_id: str | None, text: str, config: SessionConfig | None = None
+    ) -> tuple[str, str | None]:
         """Store a steer: queued for the running turn, or (no turn open) as the next turn.
 
         Returns:
             ``(message_id, turn_id)``; ``turn_id`` is set when the steer became a turn of its own.
         """
         with self.db.write() as cur:
-            _, _, _, next_seq, open_turns, _ = self._session(cur, session_id, agent, create=True)
+            _, _, _, next_seq, open_turns, _ = self._session(cur, session_id, agent, create=True, config=config)
             seen = _earlier_input(cur, session_id, message_id, "steer")
             if seen is not None and message_id is not None:
                 return message_id, seen[1]

@@ -260,7 +260,7 @@ class Session:
             raise UserError(f"steer(text) is {size} bytes; a steer holds at most 64 KiB ({MAX_STEER_BYTES} bytes).")
         if message_id is not None:
             check_id(message_id, "message_id")
-        message_id, turn_id = self._store.accept_steer(self.id, self._name, message_id, text)
+        message_id, turn_id = self._store.accept_steer(self.id, self._name, message_id, text, self._config)
         if self._context is not None:
             # A steer that becomes a turn (now, or later from the queue) runs with this object's context.
             self._store.engine.contexts[turn_id or f"steer:{message_id}"] = self._context
