@@ -16,6 +16,9 @@ A chunk is one of:
 - ``ReasoningEvent`` — reasoning text of the model (only with ``show_reasoning=True``);
 - ``SubagentEvent`` — text of a subagent or nested graph (only with ``show_subagents=True``);
 - ``CustomEvent`` — data a node or tool wrote with LangGraph's ``get_stream_writer()``;
+- ``ActionEvent`` / ``FollowUpEvent`` — an action the model proposed (``!>``, validated by the agent's action
+  registry) and a suggested next prompt (``?>``) of ``Agent(actions=...)``; the directive lines themselves
+  never appear in the text chunks;
 - ``ErrorEvent`` — the last line of an HTTP stream that failed mid-run;
 - ``UserMessageEvent`` — a steer joined a durable session's running turn (SPEC §14);
 - ``TurnStartEvent`` / ``TurnResumeEvent`` / ``TurnYieldEvent`` / ``TurnEndEvent`` / ``TurnRollbackEvent`` —
@@ -25,7 +28,8 @@ A durable session's ``stream(cursor)`` yields ``StreamLine``s: ``{"cursor": n, "
 
 An interrupt chunk is always the last chunk of a run. Answer it with
 ``agent.stream(thread_id=..., decision=...)`` or, for a batch, ``decisions=[...]`` in ``items`` order
-or ``decisions={item_id: decision}``.
+or ``decisions={item_id: decision}`` (``ai_utils.approve_all(chunk)`` approves every item; one ``decision=``
+for a batch is refused).
 """
 
 from __future__ import annotations
@@ -37,9 +41,11 @@ from typing import Any, Literal, NotRequired, TypeAlias, TypeGuard, cast, get_ar
 from typing_extensions import TypedDict, TypeIs
 
 __all__ = [
+    "ActionEvent",
     "CustomEvent",
     "Decision",
     "ErrorEvent",
+    "FollowUpEvent",
     "InterruptBatch",
     "InterruptEvent",
     "ModeEvent",
@@ -55,8 +61,10 @@ __all__ = [
     "TurnYieldEvent",
     "UserMessageEvent",
     "aiter_ndjson",
+    "is_action_event",
     "is_custom_event",
     "is_error_event",
+    "is_follow_up_event",
     "is_interrupt",
     "is_interrupt_batch",
     "is_mode_event",
@@ -183,6 +191,36 @@ class CustomEvent(TypedDict):
     namespace: NotRequired[list[str]]
 
 
+class ActionEvent(TypedDict):
+    """An action the model proposed with a ``!> <id> <json>`` line, after the action registry's policy gate.
+
+    Only ``Agent(actions=registry)`` emits it; it is shown, never executed: the caller decides.
+
+    Attributes:
+        kind: always ``"action"``.
+        id: the canonical action id (the proposed id when the registry does not know it).
+        status: the registry's verdict: ``"allowed"``, ``"requires_confirmation"`` or ``"blocked"``.
+        params: the action's parameters (parsed by the action's schema when it has one).
+    """
+
+    kind: Literal["action"]
+    id: str
+    status: Literal["allowed", "requires_confirmation", "blocked"]
+    params: dict[str, Any]
+
+
+class FollowUpEvent(TypedDict):
+    """A suggested next prompt the model offered with a ``?> <text>`` line (``Agent(actions=registry)``).
+
+    Attributes:
+        kind: always ``"follow_up"``.
+        text: the suggestion.
+    """
+
+    kind: Literal["follow_up"]
+    text: str
+
+
 class ErrorEvent(TypedDict):
     """The stream failed; this is its last line.
 
@@ -298,6 +336,8 @@ StreamChunk: TypeAlias = (
     | ReasoningEvent
     | SubagentEvent
     | CustomEvent
+    | ActionEvent
+    | FollowUpEvent
     | ErrorEvent
     | UserMessageEvent
     | TurnStartEvent
@@ -373,6 +413,16 @@ def is_subagent_event(chunk: object) -> TypeGuard[SubagentEvent]:
 def is_custom_event(chunk: object) -> TypeGuard[CustomEvent]:
     """Tell whether ``chunk`` is a ``CustomEvent`` (``get_stream_writer()`` data)."""
     return _kind(chunk) == "custom"
+
+
+def is_action_event(chunk: object) -> TypeGuard[ActionEvent]:
+    """Tell whether ``chunk`` is an ``ActionEvent`` (a validated ``!>`` action proposal)."""
+    return _kind(chunk) == "action"
+
+
+def is_follow_up_event(chunk: object) -> TypeGuard[FollowUpEvent]:
+    """Tell whether ``chunk`` is a ``FollowUpEvent`` (a ``?>`` follow-up suggestion)."""
+    return _kind(chunk) == "follow_up"
 
 
 def is_error_event(chunk: object) -> TypeGuard[ErrorEvent]:

@@ -1,9 +1,11 @@
 """HTTP NDJSON endpoint (performance.md metric 6): our `StreamResponse` route vs a plain Starlette route.
 
-One uvicorn server process on 127.0.0.1 serves both routes with the same zero-latency model and tool:
+One uvicorn server process on 127.0.0.1 serves the routes with the same zero-latency model and tool:
 ``/ours`` returns ``StreamResponse(agent.astream(...))``; ``/anchor`` is a hand-written ``StreamingResponse``
-over ``create_agent(...).astream(stream_mode="messages")`` sending each text as an orjson line. The client
-(this process, httpx.AsyncClient) reads every line. Lines/s at c=10; time to first line p95 at c=100.
+over ``create_agent(...).astream(stream_mode="messages")`` sending each text as an orjson line; ``/routes`` is
+``agent_routes(agent)`` (authenticate, bounded JSON body, checks, the same `StreamResponse`), compared with
+``/ours``. The client (this process, httpx.AsyncClient) reads every line. Lines/s at c=10; time to first line
+p95 at c=100.
 
 Run as ``python benchmarks/bench_http.py serve PORT`` to start the server alone.
 """
@@ -45,12 +47,18 @@ def make_app() -> Any:
     from starlette.responses import StreamingResponse
     from starlette.routing import Route
 
-    from ai_utils import Agent, StreamResponse
+    from ai_utils import Actor, Agent, StreamResponse, agent_routes
 
     ours_model = scripted_model(LONG_REPLY)
     anchor_model = scripted_model(LONG_REPLY)
+    routes_model = scripted_model(LONG_REPLY)
     agent = Agent(llm=ours_model, tools=[add])
+    routes_agent = Agent(llm=routes_model, tools=[add])
     graph = create_agent(anchor_model, [add])
+
+    def authenticate(request: Request) -> Actor:
+        forget_calls(routes_model)  # once per request, as the other routes do
+        return Actor(user_id="bench")
 
     async def ours(request: Request) -> StreamResponse:
         body = await request.json()
@@ -70,7 +78,8 @@ def make_app() -> Any:
 
         return StreamingResponse(lines(), media_type="application/x-ndjson")
 
-    return Starlette(routes=[Route("/ours", ours, methods=["POST"]), Route("/anchor", anchor, methods=["POST"])])
+    routes = [Route("/ours", ours, methods=["POST"]), Route("/anchor", anchor, methods=["POST"])]
+    return Starlette(routes=[*routes, *agent_routes(routes_agent, path="/routes", authenticate=authenticate)])
 
 
 _base: list[str] = []
@@ -127,6 +136,15 @@ def metrics() -> list[Metric]:
         total = LINES * THROUGHPUT_CONCURRENCY
         return total / m["ours"], total / m["anchor"]
 
+    def routes_throughput(session: Session) -> tuple[float, float]:
+        _server()
+        clients.clear()
+        m = session.medians(
+            {"routes": batch("routes", THROUGHPUT_CONCURRENCY), "ours": batch("ours", THROUGHPUT_CONCURRENCY)}
+        )
+        total = LINES * THROUGHPUT_CONCURRENCY
+        return total / m["routes"], total / m["ours"]
+
     def p95_of(route: str) -> Any:
         run = batch(route, LATENCY_CONCURRENCY, SHORT_PROMPT, SHORT_LINES)
 
@@ -150,6 +168,15 @@ def metrics() -> list[Metric]:
             direction="min",
             unit="lines/s",
             note=f"uvicorn on 127.0.0.1 (own process), httpx.AsyncClient; {LINES} lines per response.",
+        ),
+        Metric(
+            f"HTTP lines/s at c={THROUGHPUT_CONCURRENCY}: agent_routes NDJSON / StreamResponse(agent.astream) route",
+            measure=routes_throughput,
+            target=0.95,
+            direction="min",
+            unit="lines/s",
+            note=f"the same server; agent_routes adds authenticate, the bounded JSON body read, its checks and "
+            f"show_tool_calls; {LINES} lines per response.",
         ),
         Metric(
             f"HTTP time to first line p95 at c={LATENCY_CONCURRENCY}: ours / Starlette messages route",

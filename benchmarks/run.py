@@ -34,6 +34,7 @@ MODULES = [
     "bench_tool_caller",
     "bench_rag",
     "bench_memory",
+    "bench_recall",
     "bench_routing",
     "bench_modalities",
     "bench_sessions",

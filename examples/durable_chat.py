@@ -1,12 +1,17 @@
-"""A chat endpoint whose answers survive the server: durable sessions (SPEC §14) behind two routes.
+"""A chat whose answers survive the server: durable sessions (SPEC §14) behind `session_routes`.
 
-`POST /chat` with ``{"session_id", "text", "message_id"?, "cursor"?}`` stores the prompt (a retry with the
-same ``message_id`` runs nothing new) and streams the session's log after ``cursor`` as NDJSON lines
-``{"cursor": n, "chunk": ...}``. `GET /chat/stream?session_id=...&cursor=n` is the reconnect route: it
-replays every line after ``n`` and follows the live turn. Kill the server mid-answer, start it again on the
-same SQLite file, and the page (`static/durable.html`) reconnects with its last cursor: the turn
-continues where it stopped and every line arrives exactly once. FastAPI works the same (`StreamResponse`
-is a Starlette response).
+`POST /sessions` creates a session owned by the signed-in user; `POST /sessions/{id}/prompt` with
+``{"input", "message_id"?, "cursor"?}`` stores the prompt (a retry with the same ``message_id`` runs nothing new)
+and streams the session's log as NDJSON lines ``{"cursor": n, "chunk": ...}``; `GET /sessions/{id}/stream?cursor=n`
+is the reconnect route: it replays every line after ``n`` and follows the live turn. Kill the server mid-answer,
+start it again on the same SQLite file, and the page (`static/durable.html`) reconnects with its last cursor:
+the turn continues where it stopped and every line arrives exactly once.
+
+What a copy of this server gets for free: every request is authenticated (`DemoSignIn`, a signed cookie, is
+the stand-in for your own sign-in), a session belongs to the user who created it (anyone else gets a 404 and
+never a line of it), and every bad request (a body that is not JSON, a huge or negative cursor, an unknown
+session) is one JSON error object with a real status. It is a Starlette app; FastAPI takes the same routes
+(`FastAPI(routes=session_routes(...))`).
 
 Runs offline with a scripted model; with OPENROUTER_API_KEY set it uses the real provider (`get_llm()`).
 
@@ -17,7 +22,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
+import hmac
 import os
+import secrets
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,15 +34,52 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, ToolMessage
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from ai_utils import Agent, StreamResponse, UserError, durable_tool, get_llm, sqlite_sessions
+from ai_utils import Actor, Agent, durable_tool, get_llm, session_routes, sqlite_sessions
 from ai_utils.testing import FunctionChatModel
 
 PAGE = Path(__file__).parent / "static" / "durable.html"
 ANSWER = [f"Zeile {i}: Die Frühschicht beginnt um {5 + i} Uhr." for i in range(1, 6)]
+
+
+class DemoSignIn:
+    """Stand-in for your sign-in: each browser gets a random user id, signed, in an HttpOnly cookie.
+
+    The signing key is kept beside the database (created once, readable by its owner only), so a restarted
+    server still knows its users. Replace this class with your own check (a session cookie, a JWT, an API
+    key) returning an `Actor`, or `None` for no one (the routes answer 401).
+    """
+
+    cookie = "demo_user"
+
+    def __init__(self, key_file: Path) -> None:
+        if not key_file.exists():
+            draft = key_file.with_name(f"{key_file.name}.{secrets.token_hex(4)}")
+            draft.write_bytes(secrets.token_bytes(32))
+            draft.chmod(0o600)
+            with contextlib.suppress(FileExistsError):  # two servers starting at once: the first key wins
+                os.link(draft, key_file)
+            draft.unlink()
+        self.secret = key_file.read_bytes()
+
+    def _sign(self, user_id: str) -> str:
+        return hmac.new(self.secret, user_id.encode(), hashlib.sha256).hexdigest()
+
+    def __call__(self, request: Request) -> Actor | None:
+        user_id, _, signature = request.cookies.get(self.cookie, "").partition(".")
+        if user_id and hmac.compare_digest(signature, self._sign(user_id)):
+            return Actor(user_id=user_id)
+        return None
+
+    def sign_in(self, request: Request, response: Response) -> None:
+        """Give a browser without a valid cookie a new demo user."""
+        if self(request) is None:
+            user_id = secrets.token_hex(8)
+            response.set_cookie(self.cookie, f"{user_id}.{self._sign(user_id)}", httponly=True, samesite="strict")
 
 
 def search_schedule(query: str) -> str:
@@ -63,6 +108,14 @@ def pick_model() -> BaseChatModel:
     return FunctionChatModel(reply)
 
 
+async def json_http_error(request: Request, exc: Exception) -> JSONResponse:
+    """The router's own 404 / 405 as the same JSON error object the routes send."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(status, "HTTPError")
+    message = "No such route." if status == 404 else "The server could not answer that request."
+    return JSONResponse({"kind": "error", "type": kind, "message": message}, status_code=status)
+
+
 def create_app(db: str | Path, *, llm: BaseChatModel | None = None, lease_seconds: float = 30.0) -> Starlette:
     """Build the app on the session store in ``db`` (one SQLite file holds sessions and checkpoints).
 
@@ -80,44 +133,22 @@ def create_app(db: str | Path, *, llm: BaseChatModel | None = None, lease_second
         name="shift-chat",
     )
     agent.recover()  # continue the turns a previous server left unfinished
+    sign_in = DemoSignIn(Path(db).with_suffix(".signing-key"))
 
     async def page(request: Request) -> Response:
-        return FileResponse(PAGE, media_type="text/html")
-
-    def cursor_of(value: Any) -> int:
-        try:
-            return max(int(value or 0), 0)
-        except (TypeError, ValueError):
-            raise UserError(f"cursor must be a number, got {value!r}.") from None
-
-    async def chat(request: Request) -> Response:
-        body = await request.json()
-        if not isinstance(body, dict) or not isinstance(body.get("text"), str):
-            return JSONResponse({"error": "expected {'session_id', 'text'}"}, status_code=400)
-        try:
-            # Check that the caller may use this session before opening it.
-            session = agent.session(body.get("session_id"))
-            await session.aprompt(body["text"], message_id=body.get("message_id"))
-            cursor = cursor_of(body.get("cursor"))
-        except UserError as error:
-            return JSONResponse({"error": str(error)}, status_code=400)
-        return StreamResponse(session.astream(cursor), headers={"X-Session-Id": session.id})
-
-    async def reconnect(request: Request) -> Response:
-        try:
-            session = agent.session(request.query_params.get("session_id") or None)
-            cursor = cursor_of(request.query_params.get("cursor"))
-        except UserError as error:
-            return JSONResponse({"error": str(error)}, status_code=400)
-        return StreamResponse(session.astream(cursor))
+        response = FileResponse(PAGE, media_type="text/html")
+        sign_in.sign_in(request, response)
+        return response
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         store.close()
 
-    routes = [Route("/", page), Route("/chat", chat, methods=["POST"]), Route("/chat/stream", reconnect)]
-    return Starlette(routes=routes, lifespan=lifespan)
+    routes = [Route("/", page), *session_routes(agent, path="/sessions", authenticate=sign_in)]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: json_http_error})
+    app.state.store = store
+    return app
 
 
 def main() -> None:

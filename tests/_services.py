@@ -43,7 +43,7 @@ def require_node_package(relative: str) -> Path:
     return path
 
 
-def wait_http(url: str, *, timeout: float = 15.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+def wait_http(url: str, *, timeout: float = 60.0, proc: subprocess.Popen[bytes] | None = None) -> None:
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:

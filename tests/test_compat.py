@@ -76,6 +76,28 @@ def test_langgraph_private_names_keep_their_shape() -> None:
     assert [m.content for m in restored.get()] == ["a", "b"]
 
 
+def test_sql_store_cursor_and_prefix_privates_keep_their_shape() -> None:
+    """`recall/_claims.py` updates a row of a PostgresStore / SqliteStore table through these two privates."""
+    from langgraph.store.postgres import PostgresStore
+    from langgraph.store.sqlite import SqliteStore
+
+    adapter = _adapter("langgraph-checkpoint", "ai_utils._compat.langgraph")
+    for distribution, store_cls in (
+        ("langgraph-checkpoint-postgres", PostgresStore),
+        ("langgraph-checkpoint-sqlite", SqliteStore),
+    ):
+        _member(distribution, store_cls, "_cursor", LANGGRAPH)
+        module = importlib.import_module(store_cls.__module__)
+        _member(distribution, module, "_namespace_to_text", LANGGRAPH)
+    with SqliteStore.from_conn_string(":memory:") as store:
+        store.setup()
+        store.put(("a", "b-c"), "k", {"version": 1})
+        assert adapter.store_prefix(store, ("a", "b-c")) == "a.b-c"
+        with adapter.store_cursor(store) as cur:
+            cur.execute("SELECT count(*) FROM store WHERE prefix = ?", (adapter.store_prefix(store, ("a", "b-c")),))
+            assert cur.fetchone()[0] == 1
+
+
 def test_runnable_callable_runs_sync_and_async_untraced_nodes() -> None:
     RunnableCallable = _adapter("langgraph", "ai_utils._compat.langgraph").RunnableCallable
 

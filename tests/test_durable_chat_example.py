@@ -3,18 +3,23 @@ same SQLite file, and the page reconnects with its last cursor and shows the who
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from _services import free_port
 from test_fastapi_example import Browser, browser  # noqa: F401  # the WebDriver fixture
+
+from ai_utils.testing import FunctionChatModel
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "durable_chat.py"
 ANSWER = [f"Zeile {i}: Die Frühschicht beginnt um {5 + i} Uhr." for i in range(1, 6)]
@@ -79,3 +84,51 @@ def test_the_page_survives_a_server_killed_mid_answer(server: Server, browser: B
     assert shown.index("[tool end] search_schedule") < shown.index(ANSWER[0]) < shown.index("[turn end: end_turn]")
     cursors = browser.js("return [...document.querySelectorAll('[data-cursor]')].map((e) => Number(e.dataset.cursor))")
     assert cursors == list(range(1, len(cursors) + 1))  # every stored line once, none missing
+
+
+def test_the_example_server_authenticates_keeps_sessions_to_their_owner_and_answers_json_errors(
+    serve: Callable[[Any], Any], tmp_path: Path
+) -> None:
+    spec = importlib.util.spec_from_file_location("durable_chat_example", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    app = example.create_app(tmp_path / "chat.sqlite", llm=FunctionChatModel(lambda messages, tools: "Hallo."))
+    server = serve(app)
+    json_headers = {"content-type": "application/json"}
+    try:
+        with (
+            httpx.Client(base_url=server.base_url, timeout=30) as alice,
+            httpx.Client(base_url=server.base_url, timeout=30) as bob,
+        ):
+            alice.get("/")
+            bob.get("/")  # each browser gets its own signed demo user
+            sid = alice.post("/sessions", content=b"{}", headers=json_headers).json()["session_id"]
+            lines = [
+                json.loads(x) for x in alice.post(f"/sessions/{sid}/prompt", json={"input": "Hi"}).iter_lines() if x
+            ]
+            assert lines[1]["chunk"] == "Hallo."
+
+            answers = {
+                "another user's session": bob.get(f"/sessions/{sid}/stream?cursor=0"),
+                "no sign-in": httpx.get(f"{server.base_url}/sessions/{sid}/stream?cursor=0"),
+                "a body that is not JSON": alice.post(f"/sessions/{sid}/prompt", content=b"Hi!", headers=json_headers),
+                "not JSON at all": alice.post(f"/sessions/{sid}/prompt", content=b"Hi!"),
+                "a huge cursor": alice.get(f"/sessions/{sid}/stream?cursor=9223372036854775808"),
+                "an unknown session": alice.get("/sessions/nobody/stream"),
+                "an unknown route": alice.get("/chat"),
+            }
+    finally:
+        app.state.store.close()
+    statuses = {name: response.status_code for name, response in answers.items()}
+    assert statuses == {
+        "another user's session": 404,
+        "no sign-in": 401,
+        "a body that is not JSON": 400,
+        "not JSON at all": 415,
+        "a huge cursor": 400,
+        "an unknown session": 404,
+        "an unknown route": 404,
+    }
+    for response in answers.values():
+        assert response.headers["content-type"] == "application/json" and response.json()["kind"] == "error"

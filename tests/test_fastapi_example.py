@@ -135,3 +135,46 @@ def test_page_streams_the_answer_shows_the_tool_call_and_resumes_after_approve(
     assert "[tool end] send_mail Mail to anna@example.com sent." in shown
     assert shown.index("[tool end]") < shown.index("Erledigt: die Mail an Anna ist verschickt.")
     assert example.OUTBOX == [{"to": "anna@example.com", "subject": "Termin", "body": "Passt Dienstag um 10?"}]
+
+
+def test_the_example_signs_in_keeps_threads_to_their_user_and_speaks_three_protocols(
+    serve: Callable[[Any], Any],
+) -> None:
+    example = load_example()
+    server = serve(example.create_app())
+    with (
+        httpx.Client(base_url=server.base_url, timeout=30) as anna,
+        httpx.Client(base_url=server.base_url, timeout=30) as ben,
+    ):
+        anna.get("/")
+        ben.get("/")  # each browser gets its own signed demo user
+        started = anna.post("/agent", json={"input": "Schreib Anna.", "thread_id": "t-anna"})
+        assert started.status_code == 200 and '"kind":"interrupt"' in started.text
+        answers = {
+            "another user's thread": ben.post("/agent", json={"thread_id": "t-anna", "decision": "approve"}),
+            "no sign-in": httpx.post(f"{server.base_url}/agent", json={"input": "Hi"}),
+            "a body that is not JSON": anna.post("/agent", content=b"{", headers={"content-type": "application/json"}),
+            "an unknown route": anna.get("/chat"),
+        }
+        ag_ui = anna.post(
+            "/ag-ui",
+            json={"threadId": "t-ag", "runId": "r-1", "messages": [{"id": "u-1", "role": "user", "content": "Hi"}]},
+        )
+        vercel = anna.post(
+            "/vercel-ai",
+            json={
+                "id": "chat-1",
+                "messages": [{"id": "u-1", "role": "user", "parts": [{"type": "text", "text": "Hi"}]}],
+            },
+        )
+    assert {name: r.status_code for name, r in answers.items()} == {
+        "another user's thread": 404,
+        "no sign-in": 401,
+        "a body that is not JSON": 400,
+        "an unknown route": 404,
+    }
+    for response in answers.values():
+        assert response.headers["content-type"] == "application/json" and response.json()["kind"] == "error"
+    assert example.OUTBOX == []  # ben's approval ran nothing
+    assert ag_ui.headers["content-type"].startswith("text/event-stream") and '"type":"RUN_STARTED"' in ag_ui.text
+    assert vercel.headers["x-vercel-ai-ui-message-stream"] == "v1" and vercel.text.endswith("data: [DONE]\n\n")

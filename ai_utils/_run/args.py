@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "check_approval_saver",
     "check_prompt",
+    "check_store",
     "config_thread_id",
     "keyword_names",
     "mcp_servers",
@@ -57,10 +58,27 @@ def resolve_llm(llm: Any, *, owner: str) -> BaseChatModel:
 
 
 def check_prompt(prompt: Any, *, owner: str) -> str | None:
-    """``prompt`` when it is a str or ``None``."""
-    if prompt is not None and not isinstance(prompt, str):
-        raise UserError(f"{owner}(prompt=...) must be a str (the system prompt), got {prompt!r}.")
-    return prompt
+    """``prompt`` as one str: a str, ``None``, or a list of str joined with blank lines (the seed's ``string[]``)."""
+    if prompt is None or isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list | tuple) and all(isinstance(part, str) for part in prompt):
+        return "\n\n".join(part for part in prompt if part.strip()) or None
+    raise UserError(
+        f"{owner}(prompt=...) must be a str or a list of str (the system prompt, parts joined with blank lines), "
+        f"got {prompt!r}."
+    )
+
+
+def check_store(store: Any, *, owner: str) -> Any:
+    """``store`` if it is ``None`` or a LangGraph `BaseStore` (memory across threads), else `UserError`."""
+    from langgraph.store.base import BaseStore
+
+    if store is not None and not isinstance(store, BaseStore):
+        raise UserError(
+            f"{owner}(store=...) must be a LangGraph BaseStore (InMemoryStore, PostgresStore, SqliteStore), got "
+            f"{store!r}."
+        )
+    return store
 
 
 def tool_list(tools: Any, *, owner: str) -> Sequence[Any]:

@@ -217,7 +217,7 @@ def resume_command(
     Args:
         state: the thread's state (``graph.get_state(config)``).
         config: the run's config (names the thread).
-        decision: one answer for every pending item.
+        decision: the answer when exactly one item is pending (several need ``decisions``).
         decisions: one answer per pending item.
         idle: the wrapper's message for a decision when nothing is pending (default: the decision mapper's).
 

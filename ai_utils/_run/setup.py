@@ -52,7 +52,6 @@ class WrapperOptions(TypedDict, total=False):
     """The constructor options every graph wrapper takes (each wrapper's docstring says what they do)."""
 
     llm: BaseChatModel | str | None
-    prompt: str | None
     tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry
     checkpointer: Checkpointer
     mcp_server: MCPServer | Sequence[MCPServer] | Mapping[str, Any] | None
@@ -63,7 +62,8 @@ class WrapperOptions(TypedDict, total=False):
     context_schema: type[Any] | None
     callbacks: Sequence[BaseCallbackHandler]
     retries: int
-    # ``modes`` and ``sessions`` are typed by each wrapper: their types live in rooms below this one.
+    # ``modes`` and ``sessions`` are typed by each wrapper: their types live in rooms below this one; ``prompt``
+    # too, as each wrapper takes its own forms (a str or a list of str; `Agent` also a function).
 
 
 class Wrapper(GraphRunner[OutputT]):
@@ -71,6 +71,8 @@ class Wrapper(GraphRunner[OutputT]):
 
     # How to get a checkpointer, for the "approval needs a checkpointer" message.
     _saver_hint = "Pass `checkpointer=MemorySaver()` (or sqlite_saver(...))."
+    # Set by a wrapper with context_trust="enforce" (guard/ is a room below this one): the system prompt's rule.
+    _trust_instruction: str | None = None
 
     def _setup_tools(self, tools: Any, mcp_server: Any) -> None:
         """``tools`` as `BaseTool`s (`UserError` for ``None`` or a function without a docstring), MCP servers."""
@@ -127,7 +129,7 @@ class Wrapper(GraphRunner[OutputT]):
     @property
     def system_prompt(self) -> str | None:
         """Our system prompt: ``prompt`` plus the MCP servers' descriptions (deepagents appends its own part)."""
-        parts = [p for p in (self.prompt, describe_mcp_servers(self._servers)) if p]
+        parts = [p for p in (self.prompt, describe_mcp_servers(self._servers), self._trust_instruction) if p]
         return "\n\n".join(parts) or None
 
     @property

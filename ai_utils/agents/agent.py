@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Never, cast, overload
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Never, cast, overload
 
 from langchain.agents import create_agent
 from langchain_core.callbacks import BaseCallbackHandler
@@ -12,19 +12,23 @@ from langgraph.types import Durability
 from pydantic import BaseModel
 from typing_extensions import TypeVar, Unpack
 
-from ai_utils._run.args import keyword_names, reject_unknown
-from ai_utils._run.calls import Interrupt, ModelT, RunCall, RunOptions, RunResult
+from ai_utils._run.args import check_store, keyword_names, reject_unknown
+from ai_utils._run.calls import Interrupt, ModelT, RunCall, RunOptions, RunResult, StreamOptions, chunk_adapter
 from ai_utils._run.hitl import hitl_middleware
 from ai_utils._run.repair import ModelCallRepair
 from ai_utils._run.runner import Graph
 from ai_utils._run.setup import Wrapper, WrapperOptions
 from ai_utils._run.state import AgentState
+from ai_utils.agents._actions import ActionsMiddleware, ActionsRun, PromptFunction, check_max_actions, start
 from ai_utils.agents._hooks import AfterToolCall, BeforeToolCall, OnProviderError, ShouldBreakEarly, ToolLoopHooks
+from ai_utils.client import StreamChunk
 from ai_utils.exceptions import UserError
+from ai_utils.guard._trust import TRUST_INSTRUCTION, context_trust_middleware
 from ai_utils.tools._mcp_config import MCPServer
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
+    from langgraph.store.base import BaseStore
     from langgraph.types import Checkpointer
 
     from ai_utils.gateway.actions import ActionRegistry, DirectiveResult
@@ -44,6 +48,8 @@ OutputT = TypeVar(
 class AgentOptions(WrapperOptions, total=False):
     """The `Agent` constructor options besides ``output`` and ``actions`` (which pick the answer type)."""
 
+    prompt: str | Sequence[str] | PromptFunction | None
+    max_actions: int | None
     before_tool_call: BeforeToolCall | None
     after_tool_call: AfterToolCall | None
     should_break_early: ShouldBreakEarly | None
@@ -54,6 +60,8 @@ class AgentOptions(WrapperOptions, total=False):
     sessions: SessionStore | None
     resize_image: ImageResizer | None
     on_event: Callable[[dict[str, Any]], Any] | None
+    store: BaseStore | None
+    context_trust: Literal["enforce", "off"]
 
 
 class Agent(Wrapper[OutputT]):
@@ -114,6 +122,11 @@ class Agent(Wrapper[OutputT]):
             sees only that mode's tools and the mode instruction, a call to another tool is refused, and the turn
             gets at most the mode's ``max_tool_iterations`` tool rounds. ``stream(show_tool_calls=True)`` starts
             with ``{"kind": "mode", "mode", "tools"}``.
+        store: a LangGraph `BaseStore` for memory across threads (e.g. a `MemoryItemStore`'s store, SPEC §22);
+            tools reach it as ``runtime.store``.
+        context_trust: ``"enforce"`` wraps every tool result (MCP, RAG, memory and fetched pages included) as a
+            data block (`trust_segment`) in the history and tells the model such blocks are not instructions;
+            the checkpoint keeps the wrapped form, the stream shows the original. Default ``"off"``.
 
     Raises:
         UserError: for duplicate tool names, approval without a checkpointer, a bad ``output`` or MCP config,
@@ -145,7 +158,7 @@ class Agent(Wrapper[OutputT]):
         self,
         *,
         llm: BaseChatModel | str | None = None,
-        prompt: str | None = None,
+        prompt: str | Sequence[str] | PromptFunction | None = None,
         tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry = (),
         checkpointer: Checkpointer = None,
         output: type[BaseModel] | None = None,
@@ -163,11 +176,14 @@ class Agent(Wrapper[OutputT]):
         context_schema: type[Any] | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
         actions: ActionRegistry | None = None,
+        max_actions: int | None = 3,
         modes: ModeRouter | None = None,
         retries: int = 2,
         sessions: SessionStore | None = None,
         resize_image: ImageResizer | None = None,
         on_event: Callable[[dict[str, Any]], Any] | None = None,
+        store: BaseStore | None = None,
+        context_trust: Literal["enforce", "off"] = "off",
         **unknown: Never,
     ) -> None:
         reject_unknown(unknown, owner="Agent", known=keyword_names(Agent.__init__))
@@ -175,6 +191,12 @@ class Agent(Wrapper[OutputT]):
             raise UserError(
                 "`actions` reads `!>` directives from the answer text; it cannot be combined with `output`."
             )
+        if max_actions != 3 and actions is None:
+            raise UserError(
+                f"max_actions={max_actions!r} caps action proposals; it needs `actions=ActionRegistry(...)`."
+            )
+        self.max_actions = check_max_actions(max_actions)
+        prompt_fn = prompt if callable(prompt) else None
         self._setup_tools(tools, mcp_server)
         link = None
         if sessions is not None:
@@ -185,9 +207,24 @@ class Agent(Wrapper[OutputT]):
             raise UserError("`resize_image` and `on_event` belong to durable sessions: pass them with `sessions=`.")
         self._setup_thread(checkpointer, link, interrupt_on, durability)
         self._setup_run(name, describe, context_schema, callbacks, modes)
-        self._setup_model(llm, prompt, output, retries)
+        self._setup_model(llm, None if prompt_fn is not None else prompt, output, retries)
         self.durability = durability
         self.actions = actions
+        self.store = check_store(store, owner="Agent")
+        trust = context_trust_middleware(context_trust, owner="Agent")
+        self.context_trust = context_trust
+        self._trust_instruction = TRUST_INSTRUCTION if trust else None
+        # The system prompt per model call (a prompt function, the actor's actions) and the directives' check.
+        self._actions_step = (
+            ActionsMiddleware(
+                prompt=prompt_fn,
+                registry=actions,
+                max_actions=self.max_actions,
+                model=str(getattr(self.llm, "model_name", None) or getattr(self.llm, "model", "") or ""),
+            )
+            if actions is not None or prompt_fn is not None
+            else None
+        )
         # With sessions the repair step is the session middleware (a ThreadRepair that also lets steers join the
         # turn), first in the stack. Otherwise it is attached to the model call, innermost but for the run
         # guards: no graph node of its own, and outer hooks' commands land after its rewrite (_run/repair.py).
@@ -200,7 +237,14 @@ class Agent(Wrapper[OutputT]):
             mode_step = ModeMiddleware(modes)
             self._start_hook = mode_step.start  # the turn's mode is decided once, from its input
         with_sessions = self.sessions is not None
-        stack = [*(self._repair if with_sessions else ()), *middleware]
+        # Context trust wraps tool results outermost but for the session step, so it wraps what they end as.
+        stack = [
+            *(self._repair if with_sessions else ()),
+            *trust,
+            # Outermost but for the session step and trust: user middleware inside it sees (and may extend) its prompt.
+            *((self._actions_step,) if self._actions_step is not None else ()),
+            *middleware,
+        ]
         if mode_step is not None and with_sessions:
             stack.append(mode_step)
         hook_fns = (before_tool_call, after_tool_call, should_break_early, on_provider_error)
@@ -234,17 +278,25 @@ class Agent(Wrapper[OutputT]):
             response_format=self.output,
             state_schema=AgentState,
             checkpointer=self.checkpointer,
+            store=self.store,
             context_schema=self.context_schema,
             name=self.name,
         )
 
-    def _result(self, result: RunResult, actor: Any) -> OutputT | Interrupt:
-        # The overloads tie OutputT to ``output``/``actions``, which decide what the run returns.
-        if self.actions is None or not isinstance(result, str):
-            return cast("OutputT | Interrupt", result)
-        from ai_utils.gateway.actions import validate_directives
+    def _call(
+        self, method: str, input: Any, actor: Any, options: Mapping[str, Any]
+    ) -> tuple[RunCall, ActionsRun | None]:
+        """The run's `RunCall`; with actions or a prompt function, also its `ActionsRun` (carried in its config)."""
+        if self._actions_step is None:
+            return RunCall.of(self._owner, method, input, options), None
+        run, config = start(actor, options.get("config"))
+        return RunCall.of(self._owner, method, input, {**options, "config": config}), run
 
-        return cast("OutputT", validate_directives(result, self.actions, actor=actor))
+    def _result(self, result: RunResult, run: ActionsRun | None) -> OutputT | Interrupt:
+        # The overloads tie OutputT to ``output``/``actions``, which decide what the run returns.
+        if self.actions is None or run is None or not isinstance(result, str):
+            return cast("OutputT | Interrupt", result)
+        return cast("OutputT", run.result())
 
     # --- invoke --------------------------------------------------------------------------------------------
 
@@ -263,10 +315,36 @@ class Agent(Wrapper[OutputT]):
             The answer text, the ``output`` model instance, a `DirectiveResult` with ``actions``, or an
             interrupt chunk (``{"kind": "interrupt", ...}``) when a tool waits for approval.
         """
-        return self._result(self._invoke(RunCall.of(self._owner, "invoke", input, options)), actor)
+        call, run = self._call("invoke", input, actor, options)
+        return self._result(self._invoke(call), run)
 
     async def ainvoke(
         self, input: Any = None, *, actor: Any = None, **options: Unpack[RunOptions]
     ) -> OutputT | Interrupt:
         """Async twin of `invoke`."""
-        return self._result(await self._ainvoke(RunCall.of(self._owner, "ainvoke", input, options)), actor)
+        call, run = self._call("ainvoke", input, actor, options)
+        return self._result(await self._ainvoke(call), run)
+
+    def stream(
+        self, input: Any = None, *, actor: Any = None, **options: Unpack[StreamOptions]
+    ) -> Iterator[StreamChunk]:
+        """Run one turn (or resume one) and yield its chunks as they come (see `GraphRunner.stream`).
+
+        With ``actions`` the text chunks never show directive lines; each validated action is an
+        ``{"kind": "action", "id", "status", "params"}`` chunk and each follow-up a ``{"kind": "follow_up",
+        "text"}`` chunk, after the text of the reply that proposed them.
+
+        Args:
+            input: as for `invoke`.
+            actor: who asked; with ``actions`` their actions are offered and the policy checks them.
+            **options: as for `invoke`, plus ``show_tool_calls``, ``show_reasoning``, ``show_subagents``.
+        """
+        call, _ = self._call("stream", input, actor, options)
+        return self._stream(call, chunk_adapter(options))
+
+    def astream(
+        self, input: Any = None, *, actor: Any = None, **options: Unpack[StreamOptions]
+    ) -> AsyncIterator[StreamChunk]:
+        """Async twin of `stream`."""
+        call, _ = self._call("astream", input, actor, options)
+        return self._arun_stream(call, chunk_adapter(options))

@@ -6,8 +6,10 @@ from ai_utils._optional import missing_extra
 
 try:
     from deepagents import create_deep_agent
+    from deepagents.backends import StateBackend
     from deepagents.middleware.filesystem import supports_execution
+    from deepagents.middleware.skills import SkillsMiddleware
 except ImportError as _import_error:
     raise missing_extra("deepagents", extra="deep", feature="DeepAgent") from _import_error
 
-__all__ = ["create_deep_agent", "supports_execution"]
+__all__ = ["SkillsMiddleware", "StateBackend", "create_deep_agent", "supports_execution"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Never, overload
+from typing import TYPE_CHECKING, Any, Literal, Never, overload
 
 from langchain.agents.middleware import TodoListMiddleware
 from langchain_core.callbacks import BaseCallbackHandler
@@ -19,7 +19,9 @@ from ai_utils._run.repair import REPAIR_NAME, ThreadRepair
 from ai_utils._run.runner import Graph
 from ai_utils._run.setup import Wrapper, WrapperOptions
 from ai_utils.deep._deepagents import create_deep_agent, supports_execution
+from ai_utils.deep._skills import skills_middleware
 from ai_utils.exceptions import UserError
+from ai_utils.guard._trust import TRUST_INSTRUCTION, context_trust_middleware
 from ai_utils.tools._mcp_config import MCPServer
 from ai_utils.tools._normalize import check_unique, normalize_tools
 
@@ -59,6 +61,7 @@ def _subagent(spec: Any) -> Any:
 class DeepAgentOptions(WrapperOptions, total=False):
     """The `DeepAgent` constructor options besides ``output`` (which picks the answer type), in deepagents' types."""
 
+    prompt: str | Sequence[str] | None
     backend: BackendProtocol | None
     permissions: Sequence[FilesystemPermission] | None
     agents_md: Sequence[str] | None
@@ -69,6 +72,7 @@ class DeepAgentOptions(WrapperOptions, total=False):
     sessions: SessionStore | None
     resize_image: ImageResizer | None
     on_event: Callable[[dict[str, Any]], Any] | None
+    context_trust: Literal["enforce", "off"]
 
 
 class DeepAgent(Wrapper[OutputT]):
@@ -89,7 +93,8 @@ class DeepAgent(Wrapper[OutputT]):
         ```
 
     Args:
-        prompt: the system prompt (deepagents adds its tool instructions after it).
+        prompt: the system prompt, or a list of prompt parts (joined with blank lines); deepagents adds its tool
+            instructions after it.
         llm: the chat model object; defaults to `ai_utils.get_llm()`; a ``"provider:model"`` string is
             ``get_llm(provider, model)``. Subagents use it too unless they name their own (a subagent's
             ``"model"`` string is resolved the same way).
@@ -107,7 +112,9 @@ class DeepAgent(Wrapper[OutputT]):
             ``{"write_file": {"decisions": ["approve", "edit", "reject"], "question": "Write it?"}}``.
         agents_md: paths of AGENTS.md files on the backend, loaded as memory.
         subagents: subagent specs (``{"name", "description", "system_prompt", ...}``) for the ``task`` tool.
-        skills: backend directories holding ``<skill>/SKILL.md`` folders.
+        skills: skills on the backend: a skill's ``SKILL.md`` path or folder (that skill), or a folder holding
+            ``<skill>/SKILL.md`` folders (all of them). An entry that gives no skill is a `UserError` (at
+            construction when the backend can be read then, else at the first run).
         middleware: more middleware, after deepagents' own and the planning middleware.
         store: a LangGraph store (for ``StoreBackend`` and cross-thread memory).
         name: the agent's name (graph name and stream metadata).
@@ -120,6 +127,8 @@ class DeepAgent(Wrapper[OutputT]):
         on_event: with ``sessions``, as for `Agent`.
         modes: a mode router, as for `Agent`: per turn only the mode's tools (built-in ones included: list
             ``"read_file"``, ``"write_todos"``, ... in ``allowed_tools`` to keep them) and the mode instruction.
+        context_trust: ``"enforce"`` wraps every tool result (built-in file tools and ``task`` answers included)
+            as a data block in the history, as for `Agent`. Default ``"off"``.
 
     Raises:
         UserError: approval without a checkpointer, a backend class or factory instead of an instance, a bad
@@ -144,7 +153,7 @@ class DeepAgent(Wrapper[OutputT]):
     def __init__(
         self,
         *,
-        prompt: str | None = None,
+        prompt: str | Sequence[str] | None = None,
         llm: BaseChatModel | str | None = None,
         tools: Sequence[BaseTool | Callable[..., Any]] | ToolRegistry = (),
         output: type[BaseModel] | None = None,
@@ -167,6 +176,7 @@ class DeepAgent(Wrapper[OutputT]):
         sessions: SessionStore | None = None,
         resize_image: ImageResizer | None = None,
         on_event: Callable[[dict[str, Any]], Any] | None = None,
+        context_trust: Literal["enforce", "off"] = "off",
         **unknown: Never,
     ) -> None:
         reject_unknown(unknown, owner="DeepAgent", known=keyword_names(DeepAgent.__init__))
@@ -196,6 +206,7 @@ class DeepAgent(Wrapper[OutputT]):
         self.agents_md = list(agents_md) if agents_md is not None else None
         self.subagents = [_subagent(spec) for spec in subagents] if subagents is not None else None
         self.skills = list(skills) if skills is not None else None
+        self._skills = skills_middleware(skills, backend) if skills is not None else None
         self.middleware = list(middleware)
         self._mode_middleware: list[Any] = []
         if modes is not None:
@@ -205,6 +216,9 @@ class DeepAgent(Wrapper[OutputT]):
             self._mode_middleware.append(router)
             self._start_hook = router.start  # the turn's mode is decided once, from its input
         self.store = store
+        self._trust = context_trust_middleware(context_trust, owner="DeepAgent")
+        self.context_trust = context_trust
+        self._trust_instruction = TRUST_INSTRUCTION if self._trust else None
         self._graph: Graph | None = None
         self._rebuild()
 
@@ -259,12 +273,14 @@ class DeepAgent(Wrapper[OutputT]):
                 TodoListMiddleware(),
                 # With sessions the session middleware is the repair step (a ThreadRepair that also steers).
                 *self._repair,
+                *self._trust,
                 *self.middleware,
                 *self._mode_middleware,
                 *self._guards,
+                # Takes deepagents' skills slot by name (its sources also reach the general-purpose subagent).
+                *([self._skills] if self._skills is not None else []),
             ],
             subagents=self.subagents,
-            skills=self.skills,
             memory=self.agents_md,
             permissions=self.permissions,
             backend=self.backend,

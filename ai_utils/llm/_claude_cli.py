@@ -143,8 +143,9 @@ class ChatClaudeCLI(CLIChatModel):
     """Chat model that runs the locally logged-in Claude Code CLI (``claude -p``), no API key needed.
 
     ``reasoning`` becomes ``--effort`` (``minimal`` maps to ``low``); system messages become
-    ``--system-prompt``; temperature is not supported by the CLI and is ignored. Tool calling is not
-    available (`bind_tools` raises); `with_structured_output` asks for JSON in the prompt.
+    ``--system-prompt``; temperature is not supported by the CLI and is ignored. `bind_tools` offers tools
+    through the prompt (one JSON tool call per reply, checked and repaired once), so `Agent` and `DeepAgent`
+    run on it; `with_structured_output` asks for JSON in the prompt.
 
     Example:
         ```python

@@ -3,6 +3,9 @@
 A subclass says how to build the command line, what goes to stdin and how to read the CLI's JSON
 output (a `_Parser` fed line by line). This module runs the process for `invoke`/`ainvoke`/`stream`/
 `astream` (cancelling an async call kills the process) and turns failures into `ProviderError`.
+
+Tools (`bind_tools`) go through the prompt-level protocol of `ai_utils.llm._cli_tools`: the reply is read as one
+JSON tool call or a plain answer, and a bad tool call is sent back once for repair before `ModelOutputError`.
 """
 
 from __future__ import annotations
@@ -26,12 +29,13 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
 from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from langchain_core.tools import BaseTool
-from langchain_core.utils.function_calling import convert_to_json_schema
+from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ai_utils.exceptions import ProviderError, UserError
 from ai_utils.llm._chat_model import StreamingMessageChatModel
 from ai_utils.llm._cli_prompt import excerpt, render_prompt, structured_instructions
+from ai_utils.llm._cli_tools import ReplyGate, as_chunk, offered, settle, tool_instructions
 
 __all__ = ["CLIChatModel", "Reasoning", "ToolsNotSupportedError"]
 
@@ -41,7 +45,7 @@ _STREAM_LIMIT = 1 << 24  # one JSON line of a long reply can exceed asyncio's 64
 
 
 class ToolsNotSupportedError(UserError, NotImplementedError):
-    """A CLI chat model was asked to bind tools; the CLIs have no function-calling interface.
+    """Kept for code that catches it: the CLI chat models now bind tools through a prompt-level protocol.
 
     Also a `NotImplementedError`, so LangChain code that probes for tool support falls back cleanly.
     """
@@ -132,22 +136,30 @@ class CLIChatModel(StreamingMessageChatModel):
         self,
         tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
         *,
-        tool_choice: str | None = None,
+        tool_choice: str | dict[str, Any] | bool | None = None,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, AIMessage]:
-        """Refuse tools: the CLIs run their own agent loop and offer no function calling to callers.
+        """Offer tools through the prompt: their JSON schemas go into the system prompt, the reply is read back.
 
-        An empty ``tools`` list binds nothing and returns the model unchanged.
+        The CLIs give callers no function calling, so the model is asked to reply with exactly one JSON object
+        ``{"tool": <name>, "arguments": {...}}`` to call a tool (or plain text to answer); that reply becomes an
+        `AIMessage` with one tool call, checked against the tool's schema. A bad call is sent back with the
+        problem once; a second bad one raises `ModelOutputError`. So `Agent` and `DeepAgent` run on the CLIs.
 
-        Raises:
-            ToolsNotSupportedError: when ``tools`` is not empty.
+        Args:
+            tools: tools, functions, pydantic classes or tool dicts (anything `convert_to_openai_tool` takes).
+            tool_choice: ``"auto"``/``None``, ``"required"``/``"any"`` (a call is required), a tool name, or
+                ``"none"`` (the tools are not offered).
+            **kwargs: further bound call arguments.
+
+        Returns:
+            The model bound to the tools (the model itself when ``tools`` is empty).
         """
         if not tools:
             return self
-        raise ToolsNotSupportedError(
-            f"{type(self).__name__} ({self.provider!r}) cannot call tools: the CLI has no function-calling "
-            "interface. Use an API provider such as get_llm('openrouter') for agents with tools."
-        )
+        if tool_choice is not None:
+            kwargs["tool_choice"] = tool_choice
+        return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
 
     def with_structured_output(
         self, schema: dict[str, Any] | type, *, include_raw: bool = False, **kwargs: Any
@@ -190,9 +202,10 @@ class CLIChatModel(StreamingMessageChatModel):
         self, messages: list[BaseMessage], kwargs: dict[str, Any], *, streaming: bool
     ) -> tuple[list[str], str]:
         system, prompt = render_prompt(messages)
-        instructions = kwargs.get("output_instructions")
-        if isinstance(instructions, str):
-            system = f"{system}\n\n{instructions}" if system else instructions
+        tools, choice = offered(kwargs)
+        for instructions in (kwargs.get("output_instructions"), tool_instructions(tools, choice) if tools else None):
+            if isinstance(instructions, str):
+                system = f"{system}\n\n{instructions}" if system else instructions
         model = kwargs.get("model") or self.model_name
         command = self._command(self._resolve_executable(), model, system, streaming=streaming)
         return command, self._stdin(system, prompt)
@@ -226,6 +239,14 @@ class CLIChatModel(StreamingMessageChatModel):
         )
 
     def _message(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> AIMessage:
+        step = settle(messages, self._reply(messages, kwargs), kwargs)
+        return step if isinstance(step, AIMessage) else step.done(self._reply(step.messages, kwargs))
+
+    async def _amessage(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> AIMessage:
+        step = settle(messages, await self._areply(messages, kwargs), kwargs)
+        return step if isinstance(step, AIMessage) else step.done(await self._areply(step.messages, kwargs))
+
+    def _reply(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> AIMessage:
         command, stdin = self._prepare(messages, kwargs, streaming=False)
         try:
             done = subprocess.run(
@@ -244,7 +265,7 @@ class CLIChatModel(StreamingMessageChatModel):
         self._check_exit(done.returncode, done.stderr, done.stdout)
         return self._result(self._parser(streaming=False), done.stdout)
 
-    async def _amessage(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> AIMessage:
+    async def _areply(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> AIMessage:
         command, stdin = self._prepare(messages, kwargs, streaming=False)
         process = await self._spawn(command)
         try:
@@ -259,6 +280,38 @@ class CLIChatModel(StreamingMessageChatModel):
     def _message_chunks(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
     ) -> Iterator[AIMessageChunk]:
+        tools, choice = offered(kwargs)
+        if not tools:
+            yield from self._reply_chunks(messages, kwargs)
+            return
+        gate = ReplyGate(choice)
+        for chunk in self._reply_chunks(messages, kwargs):
+            yield from gate.feed(chunk)
+        held = gate.held()
+        if held is not None:
+            step = settle(messages, held, kwargs)
+            yield as_chunk(step if isinstance(step, AIMessage) else step.done(self._reply(step.messages, kwargs)))
+
+    async def _amessage_chunks(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
+    ) -> AsyncIterator[AIMessageChunk]:
+        tools, choice = offered(kwargs)
+        if not tools:
+            async for chunk in self._areply_chunks(messages, kwargs):
+                yield chunk
+            return
+        gate = ReplyGate(choice)
+        async for chunk in self._areply_chunks(messages, kwargs):
+            for passed in gate.feed(chunk):
+                yield passed
+        held = gate.held()
+        if held is not None:
+            step = settle(messages, held, kwargs)
+            yield as_chunk(
+                step if isinstance(step, AIMessage) else step.done(await self._areply(step.messages, kwargs))
+            )
+
+    def _reply_chunks(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> Iterator[AIMessageChunk]:
         command, stdin = self._prepare(messages, kwargs, streaming=True)
         parser = self._parser(streaming=True)
         with tempfile.TemporaryFile() as err:
@@ -296,8 +349,8 @@ class CLIChatModel(StreamingMessageChatModel):
         for chunk in parser.finish():
             yield chunk
 
-    async def _amessage_chunks(
-        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
+    async def _areply_chunks(
+        self, messages: list[BaseMessage], kwargs: dict[str, Any]
     ) -> AsyncIterator[AIMessageChunk]:
         command, stdin = self._prepare(messages, kwargs, streaming=True)
         parser = self._parser(streaming=True)

@@ -52,7 +52,13 @@ def render_prompt(messages: Sequence[BaseMessage]) -> tuple[str | None, str]:
             role = f"Tool result ({message.name or message.tool_call_id})"
         else:
             role = message.type.capitalize()
-        lines.append(f"{role}: {_text(message)}")
+        text = _text(message)
+        if isinstance(message, AIMessage):  # its tool calls, in the form the tool protocol asks for
+            calls = [
+                json.dumps({"tool": c["name"], "arguments": c["args"]}, ensure_ascii=False) for c in message.tool_calls
+            ]
+            text = "\n".join(part for part in (text, *calls) if part)
+        lines.append(f"{role}: {text}")
     transcript = "\n\n".join(lines)
     return system, (
         f"<conversation>\n{transcript}\n</conversation>\n\n"

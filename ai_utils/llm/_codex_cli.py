@@ -102,8 +102,8 @@ class ChatCodexCLI(CLIChatModel):
 
     ``reasoning`` becomes ``-c model_reasoning_effort=<level>``; system messages are put in front of
     the prompt (codex exec has no system-prompt flag); temperature is ignored. The sandbox is
-    read-only. Tool calling is not available (`bind_tools` raises); `with_structured_output` asks
-    for JSON in the prompt.
+    read-only. `bind_tools` offers tools through the prompt (one JSON tool call per reply, checked and
+    repaired once), so `Agent` and `DeepAgent` run on it; `with_structured_output` asks for JSON in the prompt.
 
     Example:
         ```python

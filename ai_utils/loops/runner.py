@@ -22,6 +22,7 @@ from langgraph.types import GraphOutput, StateSnapshot
 from ai_utils._run.calls import Interrupt, run_config
 from ai_utils.client import Decision, StreamChunk
 from ai_utils.exceptions import LoopDefinitionError, LoopError, LoopPermissionDeniedError, UserError
+from ai_utils.guard._trust import context_trust_middleware
 from ai_utils.loops._context import LoopResult, jsonable, project
 from ai_utils.loops._events import Events, OnEvent
 from ai_utils.loops._graph import build_graph
@@ -90,6 +91,8 @@ class LoopRunner:
         middleware: `create_agent` middleware (one, or a list) for every agent step (e.g.
             ``guardrails("standard")``), run before the loop's permission check. Its own approvals (e.g.
             `HumanInTheLoopMiddleware`) pause the loop with the usual interrupt chunk and take its decisions.
+        context_trust: ``"enforce"``: in agent steps every tool result enters the history as a data block
+            (`trust_segment`) and each model call is told such blocks are not instructions. Default ``"off"``.
 
     Attributes:
         loop: the definition.
@@ -110,11 +113,14 @@ class LoopRunner:
         gateway_callbacks: Sequence[BaseCallbackHandler] | None = None,
         on_event: OnEvent | None = None,
         middleware: Sequence[Any] = (),
+        context_trust: Literal["enforce", "off"] = "off",
     ) -> None:
         if inspect.iscoroutinefunction(on_event):
             raise UserError("LoopRunner(on_event=...) must be a plain (sync) function; it is called inside the run.")
         if isinstance(middleware, AgentMiddleware):
             middleware = [middleware]
+        # The step's prompt is the loop's, so the trust rule rides on each model call of the step.
+        middleware = [*context_trust_middleware(context_trust, owner="LoopRunner", instruct=True), *middleware]
         if not isinstance(loop, Loop):
             raise UserError(f"LoopRunner needs a Loop from define_loop(...), got {loop!r}.")
         by_name = {t.name: t for t in normalize_tools(tools)}

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.graph.message import add_messages
 from langgraph.types import Overwrite, StateSnapshot
@@ -159,13 +160,6 @@ def _replay(history: DeltaChannelHistory) -> list[BaseMessage]:
     return cast("list[BaseMessage]", messages)
 
 
-def _from_tuple_direct(source: CheckpointTuple, key: str) -> list[BaseMessage] | None:
-    values = source.checkpoint.get("channel_values", {})
-    if key in values:
-        return _as_messages(values[key], where=f"channel_values[{key!r}]")
-    return None
-
-
 def _check_saver(saver: Any) -> None:
     if saver is not None and not isinstance(saver, BaseCheckpointSaver):
         raise UserError(
@@ -174,55 +168,108 @@ def _check_saver(saver: Any) -> None:
         )
 
 
+_TUPLE_FIX = "as `saver=` (e.g. `get_messages_array_from_checkpoint(saver.get_tuple(config), saver=saver)`)"
+_DICT_FIX = "as `saver=` and the thread as `config={'configurable': {'thread_id': ...}}`"
+
+
+def _delta_config(checkpoint: Mapping[str, Any], key: str, config: Any, saver: Any, *, bare: bool) -> RunnableConfig:
+    """The config to replay ``key``'s delta channel at ``checkpoint``; `UserError` when it cannot be replayed.
+
+    A checkpoint whose channel was written (it has a version) but holds no value keeps it as a delta: only the
+    ancestors' writes in the saver hold the messages, so reading it alone would be a silent ``[]``.
+    """
+    thread = config.get("configurable") if isinstance(config, Mapping) else None
+    if saver is None or not isinstance(thread, Mapping) or not thread.get("thread_id"):
+        what, fix = ("checkpoint", _DICT_FIX) if bare else ("CheckpointTuple", _TUPLE_FIX)
+        raise UserError(
+            f"This {what} stores {key!r} as a delta: only its ancestors' writes hold the messages. Pass the "
+            f"checkpointer it came from {fix}, or pass `agent.get_state(thread_id)` (a StateSnapshot holds them all)."
+        )
+    # A bare checkpoint names itself; a CheckpointTuple's config names its checkpoint.
+    checkpoint_id = checkpoint.get("id") if bare else thread.get("checkpoint_id")
+    return {
+        "configurable": {
+            "thread_id": thread["thread_id"],
+            "checkpoint_ns": thread.get("checkpoint_ns", ""),
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+
+
+def _is_delta(checkpoint: Mapping[str, Any], key: str) -> bool:
+    """``key`` was written (it has a channel version) but the checkpoint holds no value for it."""
+    values = checkpoint.get("channel_values")
+    versions = checkpoint.get("channel_versions")
+    return isinstance(values, Mapping) and key not in values and isinstance(versions, Mapping) and key in versions
+
+
+def _plan(source: Any, key: str, saver: Any, config: Any) -> list[BaseMessage] | RunnableConfig:
+    """The messages read directly, or the config whose delta history the saver must replay."""
+    _check_saver(saver)
+    if isinstance(source, CheckpointTuple):
+        if _is_delta(source.checkpoint, key):
+            return _delta_config(source.checkpoint, key, source.config, saver, bare=False)
+        values = source.checkpoint.get("channel_values", {})
+        return _as_messages(values.get(key), where=f"channel_values[{key!r}]")
+    if isinstance(source, Mapping) and _is_delta(source, key):
+        return _delta_config(source, key, config, saver, bare=True)
+    return _from_plain(source, key)
+
+
 def get_messages_array_from_checkpoint(
-    source: Any, *, key: str = "messages", saver: BaseCheckpointSaver[Any] | None = None
+    source: Any,
+    *,
+    key: str = "messages",
+    saver: BaseCheckpointSaver[Any] | None = None,
+    config: RunnableConfig | None = None,
 ) -> list[BaseMessage]:
     """Return the messages of a thread from a checkpoint-like object.
 
     Accepted sources: a list of messages (returned as a new list); a state dict (``graph.invoke``'s
-    result, ``{"messages": [...]}``); a `StateSnapshot` (``graph.get_state(config)``); a `Checkpoint`
-    dict (``checkpoint["channel_values"][key]``); a `CheckpointTuple` (``saver.get_tuple(config)``).
+    result, ``{"messages": [...]}``); a `StateSnapshot` (``graph.get_state(config)``, ``agent.get_state(thread)``);
+    a `Checkpoint` dict (``checkpoint["channel_values"][key]``); a `CheckpointTuple` (``saver.get_tuple(config)``).
 
-    Delta-channel threads (deepagents stores ``messages`` in a LangGraph ``DeltaChannel``): a checkpoint
-    between two snapshots does not hold the messages, only their ancestors' writes do. For those pass the
-    `CheckpointTuple` together with the ``saver`` it came from; the messages are then rebuilt from
-    ``saver.get_delta_channel_history`` (snapshot + replayed writes, as LangGraph does). Without a saver
-    such a checkpoint yields ``[]``. ``graph.get_state(config)`` always returns the full list, so passing
-    its `StateSnapshot` works for every thread.
+    Delta-channel threads (`Agent` and deepagents store ``messages`` in a LangGraph ``DeltaChannel``): a checkpoint
+    between two snapshots does not hold the messages, only their ancestors' writes do. They are rebuilt from
+    ``saver.get_delta_channel_history`` (snapshot + replayed writes, as LangGraph does) when you pass the
+    ``saver`` the checkpoint came from (and, for a bare `Checkpoint` dict, the thread's ``config``); without it
+    such a checkpoint raises `UserError` saying so, never a silent ``[]``. A `StateSnapshot` always holds the
+    whole list.
 
     Args:
         source: the checkpoint-like object.
         key: the state key (channel) that holds the messages.
-        saver: the checkpointer a `CheckpointTuple` was read from, to rebuild delta-channel messages.
+        saver: the checkpointer the checkpoint was read from, to rebuild delta-channel messages.
+        config: for a bare `Checkpoint` dict of a delta-channel thread: ``{"configurable": {"thread_id": ...}}``
+            (its ``checkpoint_id`` defaults to the checkpoint's own id).
 
     Returns:
         The messages, oldest first.
 
     Raises:
-        UserError: ``source`` holds no message list under ``key``, or ``saver`` is not a checkpoint saver.
+        UserError: ``source`` holds no message list under ``key``, ``saver`` is not a checkpoint saver, or the
+            messages are in a delta channel and no ``saver`` (and thread ``config``) was given to replay it.
     """
-    _check_saver(saver)
-    if isinstance(source, CheckpointTuple):
-        direct = _from_tuple_direct(source, key)
-        if direct is not None or saver is None:
-            return direct or []
-        history = saver.get_delta_channel_history(config=source.config, channels=[key])
-        return _replay(history[key])
-    return _from_plain(source, key)
+    plan = _plan(source, key, saver, config)
+    if isinstance(plan, list):
+        return plan
+    assert saver is not None  # _plan asks for a replay only with a saver
+    return _replay(saver.get_delta_channel_history(config=plan, channels=[key])[key])
 
 
 async def aget_messages_array_from_checkpoint(
-    source: Any, *, key: str = "messages", saver: BaseCheckpointSaver[Any] | None = None
+    source: Any,
+    *,
+    key: str = "messages",
+    saver: BaseCheckpointSaver[Any] | None = None,
+    config: RunnableConfig | None = None,
 ) -> list[BaseMessage]:
     """Async twin of `get_messages_array_from_checkpoint` (reads delta history with the saver's async API)."""
-    _check_saver(saver)
-    if isinstance(source, CheckpointTuple):
-        direct = _from_tuple_direct(source, key)
-        if direct is not None or saver is None:
-            return direct or []
-        history = await saver.aget_delta_channel_history(config=source.config, channels=[key])
-        return _replay(history[key])
-    return _from_plain(source, key)
+    plan = _plan(source, key, saver, config)
+    if isinstance(plan, list):
+        return plan
+    assert saver is not None
+    return _replay((await saver.aget_delta_channel_history(config=plan, channels=[key]))[key])
 
 
 def _from_plain(source: Any, key: str) -> list[BaseMessage]:

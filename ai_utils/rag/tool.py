@@ -97,5 +97,11 @@ def create_rag_tool(
         return format_documents(await vector_store.asimilarity_search(query, **search))
 
     return StructuredTool.from_function(
-        func=run, coroutine=arun, name=name, description=description, args_schema=RagToolInput
+        func=run,
+        coroutine=arun,
+        name=name,
+        description=description,
+        args_schema=RagToolInput,
+        # With context_trust="enforce" its results are wrapped as retrieved documents (guard/_trust.py).
+        metadata={"context_kind": "retrieved"},
     )

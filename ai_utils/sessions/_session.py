@@ -25,6 +25,7 @@ from ai_utils.sessions._inputs import Accepted, check_config
 from ai_utils.sessions._schema import MAX_STEER_BYTES, SessionConfig, check_cursor, check_id, loads
 from ai_utils.sessions._store import SessionStore
 from ai_utils.sessions._turn import StopReason, Turn, TurnResult
+from ai_utils.streaming._decisions import to_resume
 
 __all__ = ["OnBusy", "Session", "StopReason", "Turn", "TurnResult"]
 
@@ -140,6 +141,8 @@ class Session:
                     f"Session {self.id!r} has no approval waiting, so there is nothing to decide; "
                     "send a message with prompt(input) instead."
                 )
+            # A bad answer fails here, before it is stored.
+            to_resume(payload.get("decision"), payload.get("decisions"), pending=state.interrupts)
         accepted: Accepted = store.accept_prompt(
             self.id, self._name, message_id, payload, on_busy=on_busy, config=self._config
         )

@@ -14,6 +14,12 @@ Every wrapper (Agent, DeepAgent, JevToolCaller) runs its graph with ``**stream_k
   turn's first model call, at the root namespace;
 - custom: every ``custom`` part (``get_stream_writer()`` data) as ``{"kind": "custom", "data"}``, with the
   ``namespace`` when a subgraph wrote it; always on, since a writer only writes when asked to;
+- original tool output (``context_trust="enforce"``): the custom part `trust_part` that context trust writes
+  before it wraps a result is never a chunk; it becomes the ``output`` of that call's tool ``end`` chunk, so the
+  stream shows what the tool said while the history holds the wrapped form;
+- actions (``Agent(actions=...)``): the custom parts its middleware writes (`ai_utils.streaming._directives`)
+  become ``action`` / ``follow_up`` chunks, and from the first one on the main agent's text goes through
+  `DirectiveLines`, so no ``!>``/``?>`` line reaches a text chunk;
 - interrupts: ``updates["__interrupt__"]`` at any namespace, deduplicated by interrupt id and emitted
   by ``finish()`` as one chunk (an interrupt ends the run, so it is always the last chunk; collecting
   them first is what turns several pending interrupts into one batch).
@@ -31,9 +37,19 @@ from langgraph.types import Interrupt
 
 from ai_utils.client import CustomEvent, ModeEvent, StreamChunk, SubagentEvent, ToolEvent
 from ai_utils.streaming._closing import Closing
+from ai_utils.streaming._directives import DIRECTIVE_PART, DirectiveLines, directive_chunk
 from ai_utils.streaming._interrupts import interrupt_chunk
 
-__all__ = ["REPAIR_KEY", "STEER_KEY", "ChunkAdapter", "aadapt", "adapt", "mode_part", "stream_kwargs"]
+__all__ = [
+    "REPAIR_KEY",
+    "STEER_KEY",
+    "ChunkAdapter",
+    "aadapt",
+    "adapt",
+    "mode_part",
+    "stream_kwargs",
+    "trust_part",
+]
 
 REPAIR_KEY = "ai_utils_repair"
 """``ToolMessage.response_metadata`` key of a result written by the thread-repair step (`ai_utils._run.repair`)."""
@@ -43,11 +59,17 @@ STEER_KEY = "ai_utils_steer"
 
 # Marks the custom stream part that announces a turn's mode, so it is told apart from user writer events.
 _MODE_PART = "__ai_utils_mode__"
+_TRUST_PART = "__ai_utils_trust__"
 
 
 def mode_part(mode: str, tools: list[str]) -> dict[str, Any]:
     """The custom stream part a graph writes (``runtime.stream_writer``) to announce the turn's mode."""
     return {_MODE_PART: True, "mode": mode, "tools": tools}
+
+
+def trust_part(tool_call_id: str, output: str) -> dict[str, Any]:
+    """The custom stream part context trust writes with a tool's original output before wrapping it."""
+    return {_TRUST_PART: True, "id": tool_call_id, "output": output}
 
 
 def stream_kwargs() -> dict[str, Any]:
@@ -91,10 +113,12 @@ class ChunkAdapter:
     """
 
     __slots__ = (
+        "_directives",
         "_ended",
         "_fresh",
         "_held",
         "_interrupts",
+        "_originals",
         "_started",
         "_text_nodes",
         "show_reasoning",
@@ -116,6 +140,8 @@ class ChunkAdapter:
         self._text_nodes = None if text_nodes is None else frozenset(text_nodes)
         self._started: set[str] = set()
         self._ended: set[str] = set()
+        # Original outputs of results context trust wrapped, by tool call id, until their "end" chunk.
+        self._originals: dict[str, str] = {}
         # Results the model node itself wrote (the mode router's refusals), held until that node's update has
         # announced their calls, so a tool's "end" never comes before its "start".
         self._held: list[ToolEvent] = []
@@ -123,6 +149,8 @@ class ChunkAdapter:
         # step's rewrite), only these announce tool calls, not the history the rewrite repeats.
         self._fresh: set[str | None] = set()
         self._interrupts: dict[str, Interrupt] = {}
+        # Set once the graph announces an actions run: the main agent's text is then filtered line by line.
+        self._directives: DirectiveLines | None = None
 
     @property
     def interrupts(self) -> list[Interrupt]:
@@ -149,12 +177,23 @@ class ChunkAdapter:
         return []
 
     def _on_custom(self, ns: tuple[str, ...], data: object) -> list[StreamChunk]:
+        if isinstance(data, dict) and DIRECTIVE_PART in data:
+            if ns:
+                return []
+            if self._directives is None:
+                self._directives = DirectiveLines()
+            chunk = directive_chunk(data)
+            return [*self._flush(), chunk] if chunk is not None else self._flush()
         if isinstance(data, dict) and data.get(_MODE_PART) is True:
             # The mode announcement of `Agent(modes=...)`: a mode chunk (with show_tool_calls), never a custom one.
             if not self.show_tool_calls or ns:
                 return []
             mode: ModeEvent = {"kind": "mode", "mode": data["mode"], "tools": list(data["tools"])}
             return [mode]
+        if isinstance(data, dict) and data.get(_TRUST_PART) is True:
+            if self.show_tool_calls and not ns:
+                self._originals[str(data["id"])] = str(data["output"])
+            return []
         event: CustomEvent = {"kind": "custom", "data": data}
         if ns:
             event["namespace"] = list(ns)
@@ -166,7 +205,7 @@ class ChunkAdapter:
         Returns:
             ``[InterruptEvent]``, ``[InterruptBatch]`` or ``[]``.
         """
-        held: list[StreamChunk] = [*self._held]
+        held: list[StreamChunk] = [*self._flush(), *self._held]
         self._held.clear()
         chunk = interrupt_chunk(self.interrupts)
         return held if chunk is None else [*held, chunk]
@@ -189,8 +228,10 @@ class ChunkAdapter:
                 for block in message.content_blocks:
                     if block["type"] == "reasoning" and (reasoning := block.get("reasoning")):
                         out.append({"kind": "reasoning", "text": str(reasoning)})
-            if text := message.text:
-                out.append(text)
+            # With directive filtering (an actions run) a piece may be held back whole, so it can come out empty.
+            shown = message.text if self._directives is None else self._directives.feed(message.text)
+            if shown:
+                out.append(shown)
             return out
         if not ns and isinstance(message, HumanMessage) and STEER_KEY in message.response_metadata:
             return [{"kind": "user_message", "text": message.text, "id": str(message.response_metadata[STEER_KEY])}]
@@ -202,12 +243,13 @@ class ChunkAdapter:
             and message.tool_call_id not in self._ended
         ):
             self._ended.add(message.tool_call_id)
+            original = self._originals.pop(message.tool_call_id, None)
             end: ToolEvent = {
                 "kind": "tool",
                 "phase": "end",
                 "tool_name": message.name or "",
                 "id": message.tool_call_id,
-                "output": message.text,
+                "output": message.text if original is None else original,
                 "status": message.status,
             }
             if (
@@ -220,8 +262,13 @@ class ChunkAdapter:
             return [end]
         return []
 
+    def _flush(self) -> list[StreamChunk]:
+        """The held end of the reply that just ended (directive filtering only)."""
+        rest = self._directives.flush() if self._directives is not None else ""
+        return [rest] if rest else []
+
     def _on_updates(self, ns: tuple[str, ...], data: Mapping[str, Any]) -> list[StreamChunk]:
-        out: list[StreamChunk] = []
+        out: list[StreamChunk] = [] if ns or self._directives is None else self._flush()
         for node, update in data.items():
             if node == "__interrupt__":
                 for interrupt in update:

@@ -6,7 +6,9 @@ Accepted answers (``ai_utils.client.Decision``): ``"approve"``, ``"reject"``,
 ``edit`` turns into ``{"type": "edit", "edited_action": {"name": <tool>, "args": {...}}}``.
 A plain ``interrupt(value)`` gets the answer unchanged as its resume value.
 
-- ``decision``: one answer for every pending item (``edit`` only when exactly one item is pending);
+- ``decision``: the answer when exactly one item is pending (several pending items need ``decisions``:
+  a single answer never approves calls the human did not see; ``approve_all(interrupt)`` builds one
+  approval per item);
 - ``decisions``: a list in item order (the order of ``InterruptBatch.items``), or a mapping keyed by
   item id (``InterruptEvent.id``; per-call HITL items also by tool call id); it must answer every item.
 
@@ -42,7 +44,7 @@ def to_resume(
     """Build the resume command for the interrupts a thread is waiting on.
 
     Args:
-        decision: one answer, applied to every pending item.
+        decision: the answer when exactly one item is pending.
         decisions: one answer per item: a list in item order or a mapping keyed by item id.
         pending: the thread's pending interrupts, e.g. ``graph.get_state(config).interrupts``.
 
@@ -50,7 +52,8 @@ def to_resume(
         ``Command(resume=...)`` to pass as the graph input.
 
     Raises:
-        UserError: no or both of ``decision``/``decisions``; nothing pending; a count or key mismatch;
+        UserError: no or both of ``decision``/``decisions``; nothing pending; one ``decision`` for several
+            pending items; a count or key mismatch;
             an unknown decision form; a decision the tool does not allow.
     """
     if (decision is None) == (decisions is None):
@@ -86,12 +89,14 @@ def _answers(
 ) -> list[Decision]:
     ids = [slot.item["id"] for slot in items]
     if decisions is None:
-        if len(items) > 1 and _type_of(decision) == "edit":
+        if len(items) > 1:
+            # One answer for several items would approve (or reject) calls the human never looked at.
             raise UserError(
-                f"`decision={decision!r}` cannot edit {len(items)} pending tool calls at once ({ids}). "
-                "Pass `decisions=[...]` with one answer per item instead."
+                f"`decision={decision!r}` answers one item, but {len(items)} items are pending ({ids}). "
+                "Pass `decisions=[...]` with one answer per item (in `items` order, or a mapping by item id), "
+                "e.g. `decisions=approve_all(interrupt)` to approve them all."
             )
-        return [decision] * len(items)  # type: ignore[list-item]
+        return [decision]  # type: ignore[list-item]
     if isinstance(decisions, Mapping):
         by_id: dict[str, Decision] = {}
         for slot in items:

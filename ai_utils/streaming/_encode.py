@@ -26,13 +26,25 @@ from ai_utils.client import ErrorEvent
 from ai_utils.exceptions import AiUtilsError, UserError
 from ai_utils.streaming._closing import Closing
 
-__all__ = ["ErrorHook", "ErrorLine", "andjson_lines", "encode_chunk", "error_event", "error_status", "ndjson_lines"]
+__all__ = [
+    "PASS_THROUGH",
+    "ErrorHook",
+    "ErrorLine",
+    "andjson_lines",
+    "encode_chunk",
+    "error_event",
+    "error_line",
+    "error_status",
+    "failure_event",
+    "json_value",
+    "ndjson_lines",
+]
 
 ErrorHook = Callable[[BaseException, ErrorEvent], ErrorEvent]
 """``on_error(exc, event) -> event``: the error line to send instead of ``event`` (e.g. your own message)."""
 
 # Never turned into an error line: closing a generator and cancelling a task must work as usual.
-_PASS_THROUGH = (GeneratorExit, asyncio.CancelledError)
+PASS_THROUGH = (GeneratorExit, asyncio.CancelledError)
 
 _log = logging.getLogger("ai_utils.streaming")
 
@@ -48,11 +60,18 @@ def _dumps_stdlib(chunk: Any) -> bytes:
     return (json.dumps(chunk, ensure_ascii=False, separators=(",", ":"), default=_fallback) + "\n").encode()
 
 
+def _value_stdlib(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_fallback).encode()
+
+
 _dumps: Callable[[Any], bytes]
+json_value: Callable[[Any], bytes]
+"""``value`` as compact UTF-8 JSON with no newline (what an SSE frame carries), with the line encoder's fallbacks."""
 try:
     import orjson
 except ImportError:  # pragma: no cover - orjson comes with langsmith; the stdlib path is tested directly
     _dumps = _dumps_stdlib
+    json_value = _value_stdlib
 else:
     _OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
 
@@ -62,7 +81,14 @@ else:
         except TypeError:  # what orjson refuses (integers beyond 64 bits) the stdlib writes, as ai_utils._json
             return _dumps_stdlib(chunk)
 
+    def _value_orjson(value: Any) -> bytes:
+        try:
+            return orjson.dumps(value, default=_fallback, option=orjson.OPT_NON_STR_KEYS)
+        except TypeError:
+            return _value_stdlib(value)
+
     _dumps = _dumps_orjson
+    json_value = _value_orjson
 
 
 def encode_chunk(chunk: Any) -> bytes:
@@ -109,7 +135,17 @@ class ErrorLine(bytes):
     status: int
 
 
-def _error_line(exc: BaseException, *, expose: bool, on_error: ErrorHook | None) -> ErrorLine:
+def failure_event(exc: BaseException, *, expose: bool = False, on_error: ErrorHook | None = None) -> ErrorEvent:
+    """Log a failure once and build the error object a client gets for it (any wire format).
+
+    Args:
+        exc: the exception that stopped the stream (or the request).
+        expose: send the message of an exception that is not an `AiUtilsError` (else generic + ``error_id``).
+        on_error: ``(exc, event) -> event``, to change the object.
+
+    Returns:
+        The ``ErrorEvent``; `UserError`s are logged at WARNING without a traceback, anything else at ERROR.
+    """
     if isinstance(exc, UserError):
         _log.warning("stream refused: %s: %s", type(exc).__name__, exc)
         event = error_event(exc)
@@ -122,14 +158,23 @@ def _error_line(exc: BaseException, *, expose: bool, on_error: ErrorHook | None)
         event = error_event(exc, expose=expose, error_id=error_id)
     if on_error is not None:
         event = on_error(exc, event)
+    return event
+
+
+def error_line(event: ErrorEvent, status: int) -> ErrorLine:
+    """``event`` as an encoded `ErrorLine` that calls for ``status`` if it is the first line of a response."""
     line = ErrorLine(_dumps(event))
-    line.status = error_status(exc)
+    line.status = status
     return line
+
+
+def _error_line(exc: BaseException, *, expose: bool, on_error: ErrorHook | None) -> ErrorLine:
+    return error_line(failure_event(exc, expose=expose, on_error=on_error), error_status(exc))
 
 
 def _final_line(exc: BaseException, expose: bool, on_error: ErrorHook | None) -> ErrorLine:
     """The error line that ends a failed stream; closing the generator or cancelling the task goes on as usual."""
-    if isinstance(exc, _PASS_THROUGH):
+    if isinstance(exc, PASS_THROUGH):
         raise exc
     return _error_line(exc, expose=expose, on_error=on_error)
 

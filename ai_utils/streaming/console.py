@@ -15,8 +15,10 @@ from ai_utils._optional import missing_extra
 from ai_utils.client import (
     Decision,
     InterruptEvent,
+    is_action_event,
     is_custom_event,
     is_error_event,
+    is_follow_up_event,
     is_interrupt,
     is_interrupt_batch,
     is_reasoning_event,
@@ -147,6 +149,12 @@ def log_chunk(chunk: Any, *, console: Console | None = None) -> None:
         printer.line(Text(f"[error] {chunk['type']}: {chunk['message']}", "bold red"))
     elif is_custom_event(chunk):
         printer.line(Text.assemble(("[custom] ", "blue"), _json(chunk["data"])))
+    elif is_action_event(chunk):
+        printer.line(
+            Text.assemble(("[action] ", "green"), f"{chunk['id']} ({chunk['status']}) ", _json(chunk["params"]))
+        )
+    elif is_follow_up_event(chunk):
+        printer.line(Text.assemble(("[follow-up] ", "green"), chunk["text"]))
     else:
         printer.line(Text(repr(chunk)))
 
@@ -194,6 +202,8 @@ class _Loop:
         self.left = number_of_messages
         self.is_deep_agent = is_deep_agent
         self.waiting = False  # an interrupt waits for a decision
+        self.pending = 1  # its items: a batch takes one answer per item, typed one per line
+        self.answers: list[Decision] = []
         self.stopped = False  # the breakword or the end of input
 
     @property
@@ -212,7 +222,14 @@ class _Loop:
             decision = parse_decision(text)
             if decision is None:
                 return _HINT
-            kwargs["decision"] = decision
+            self.answers.append(decision)
+            if len(self.answers) < self.pending:
+                return f"(answer {len(self.answers) + 1} of {self.pending})"
+            if self.pending == 1:
+                kwargs["decision"] = decision
+            else:
+                kwargs["decisions"] = self.answers
+            self.answers = []
             return None, kwargs
         if not text:
             return ""
@@ -237,6 +254,8 @@ class _Loop:
     def show(self, out: Console, chunk: Any) -> None:
         if self.is_deep_agent and is_interrupt(chunk):
             self.waiting = True
+            self.pending = len(chunk["items"]) if is_interrupt_batch(chunk) else 1
+            self.answers = []
         log_chunk(chunk, console=out)
 
     @staticmethod
@@ -252,7 +271,8 @@ class _Loop:
             yield
         except AiUtilsError as exc:
             log_chunk({"kind": "error", "type": type(exc).__name__, "message": str(exc)}, console=out)
-            self.waiting = "decision" in request[1]  # a refused decision: the interrupt still waits
+            # A refused decision: the interrupt still waits.
+            self.waiting = "decision" in request[1] or "decisions" in request[1]
         _printer(out).end()
 
 
@@ -279,7 +299,8 @@ def session(
     they arrive (``log_chunk``). With ``is_deep_agent`` tool events are shown
     (``show_tool_calls=True``) and, after an interrupt, the next line is a decision: ``approve``,
     ``ja``, ``ok``, ``reject``, ``reject: <reason>`` (also ``edit: {json}``, ``respond: <text>``),
-    sent as ``streamable.stream(thread_id=id, decision=...)``.
+    sent as ``streamable.stream(thread_id=id, decision=...)``; a batch of several items takes one such line per
+    item, in order, sent as ``decisions=[...]``.
 
     Args:
         streamable: an ``Agent``/``DeepAgent`` or any object with ``.stream(input, *, thread_id, ...)``.

@@ -86,15 +86,15 @@ def _usage(messages: Sequence[BaseMessage], message: AIMessage) -> UsageMetadata
     )
 
 
-def _with_ids(calls: Sequence[ToolCall], call_no: int) -> list[ToolCall]:
+def _with_ids(calls: Sequence[ToolCall], call_no: int, token: str) -> list[ToolCall]:
     return [
-        tool_call(name=tc["name"], args=dict(tc["args"]), id=tc.get("id") or f"call_{call_no}_{i}")
+        tool_call(name=tc["name"], args=dict(tc["args"]), id=tc.get("id") or f"call_{call_no}_{i}_{token}")
         for i, tc in enumerate(calls)
     ]
 
 
 def to_ai_message(
-    reply: Reply, *, call_no: int, messages: Sequence[BaseMessage], model_name: str, where: str
+    reply: Reply, *, call_no: int, messages: Sequence[BaseMessage], model_name: str, where: str, token: str
 ) -> AIMessage:
     """Build the complete `AIMessage` for one model call.
 
@@ -102,7 +102,7 @@ def to_ai_message(
     ``reasoning`` (str, stored as ``additional_kwargs["reasoning_content"]``) and ``logprobs``
     (token -> log-probability of the first answer token, stored as ``response_metadata["logprobs"]`` in
     the OpenAI shape that ``classify(..., llm=...)`` reads; ``content`` defaults to the likeliest token).
-    Tool calls without an id get ``call_<call_no>_<index>``. Usage metadata (word counts) and response
+    Tool calls without an id get ``call_<call_no>_<index>_<token>``. Usage metadata (word counts) and response
     metadata are added unless the reply already carries them.
 
     Args:
@@ -111,6 +111,8 @@ def to_ai_message(
         messages: the messages the model received (counted for ``input_tokens``).
         model_name: reported as ``response_metadata["model_name"]``.
         where: names the reply in error messages.
+        token: the model instance's random id part, so generated ids differ between model instances and
+            processes (a thread continued by another process must not get the ids it already holds).
 
     Returns:
         A fresh `AIMessage`; the scripted reply is never mutated.
@@ -120,7 +122,7 @@ def to_ai_message(
         message = AIMessage(content=reply)
     elif isinstance(reply, AIMessage):
         message = reply.model_copy(deep=True)
-        message.tool_calls = _with_ids(message.tool_calls, call_no)
+        message.tool_calls = _with_ids(message.tool_calls, call_no, token)
     else:
         calls = [
             tool_call(name=c["name"], args=dict(c.get("args", {})), id=c.get("id")) for c in reply.get("tool_calls", [])
@@ -135,7 +137,7 @@ def to_ai_message(
             scripted_metadata["logprobs"] = {"content": token_logprobs(pieces, logprobs, len(logprobs))}
         message = AIMessage(
             content=content,
-            tool_calls=_with_ids(calls, call_no),
+            tool_calls=_with_ids(calls, call_no, token),
             additional_kwargs={REASONING_KEY: reasoning} if reasoning else {},
             response_metadata=scripted_metadata,
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Literal, cast
@@ -60,6 +61,9 @@ class _ScriptedChatModel(StreamingMessageChatModel):
     model_config = ConfigDict(populate_by_name=True)
 
     _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+    # Part of every generated tool-call id: the call counter restarts with each instance (and process), so
+    # without it a thread continued by a second process would get ids it already holds.
+    _token: str = PrivateAttr(default_factory=lambda: uuid.uuid4().hex[:8])
 
     @property
     def calls(self) -> list[list[BaseMessage]]:
@@ -83,7 +87,12 @@ class _ScriptedChatModel(StreamingMessageChatModel):
 
     def _finish(self, reply: Reply, call_no: int, messages: list[BaseMessage]) -> AIMessage:
         return to_ai_message(
-            reply, call_no=call_no, messages=messages, model_name=self.model_name, where=self._where(call_no)
+            reply,
+            call_no=call_no,
+            messages=messages,
+            model_name=self.model_name,
+            where=self._where(call_no),
+            token=self._token,
         )
 
     def _message(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> AIMessage:
@@ -193,7 +202,8 @@ class FakeChatModel(_ScriptedChatModel):
 
     Each reply is a ``str``, an ``AIMessage`` or a mapping
     ``{"content": str, "tool_calls": [{"name", "args", "id"?}], "reasoning": str}`` (all keys
-    optional; missing tool-call ids become ``call_<call number>_<index>``). A mapping's ``"logprobs"``
+    optional; missing tool-call ids become ``call_<call number>_<index>_<instance token>``, unique across
+    model instances and processes). A mapping's ``"logprobs"``
     (``{"A": -0.1, "B": -2.4}``: token -> log-probability of the first answer token) becomes
     ``response_metadata["logprobs"]`` in the OpenAI shape, for ``classify(..., llm=...)``. Streaming yields the
     reasoning (as ``additional_kwargs["reasoning_content"]``, a ``{"type": "reasoning"}`` content

@@ -145,6 +145,7 @@ def tavily_search_tool(
         topic=topic,
         include_answer=include_answer,
         api_base_url=api_base_url,
+        metadata={"context_kind": "web.page"},  # wrapped as a fetched page under context_trust="enforce"
     )
 
 

@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.tools import tool
 from pydantic import BaseModel
 
 from ai_utils.exceptions import ProviderError, UserError
-from ai_utils.llm import ChatClaudeCLI, ChatCodexCLI, ToolsNotSupportedError, get_llm
+from ai_utils.llm import ChatClaudeCLI, ChatCodexCLI, get_llm
 from ai_utils.llm._cli_prompt import render_prompt
 
 FakeCLI = Any  # tests/llm/conftest.py::FakeCLI
@@ -352,20 +351,6 @@ def test_cli_found_on_path_is_used(fake_cli: MakeCLI, monkeypatch: pytest.Monkey
 
     assert get_llm("claude-cli").invoke("hi").content == "Paris."
     assert cli.calls()
-
-
-def test_bind_tools_raises_a_clear_user_error(claude: FakeCLI) -> None:
-    @tool
-    def weather(city: str) -> str:
-        """Weather in a city."""
-        return "sunny"
-
-    llm = get_llm("claude-cli")
-    with pytest.raises(ToolsNotSupportedError, match="cannot call tools") as info:
-        llm.bind_tools([weather])
-    assert isinstance(info.value, UserError)
-    assert isinstance(info.value, NotImplementedError)
-    assert llm.bind_tools([]).invoke("hi").content == "Paris."
 
 
 class City(BaseModel):

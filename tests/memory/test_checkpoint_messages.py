@@ -154,9 +154,11 @@ async def test_delta_channel_threads_are_rebuilt_from_the_saver_at_every_checkpo
     latest = saver.get_tuple(config)
     assert latest is not None and checked > 6
     assert [m.text for m in get_messages_array_from_checkpoint(latest, saver=saver)][-2:] == ["turn 2", "echo 5"]
-    if snapshot_frequency == 100:  # between snapshots the checkpoint itself holds no messages
-        assert get_messages_array_from_checkpoint(latest) == []
-        assert await aget_messages_array_from_checkpoint(latest) == []
+    if snapshot_frequency == 100:  # between snapshots the checkpoint itself holds no messages: never a silent []
+        with pytest.raises(UserError, match="saver="):
+            get_messages_array_from_checkpoint(latest)
+        with pytest.raises(UserError, match="saver="):
+            await aget_messages_array_from_checkpoint(latest)
 
 
 def test_delta_history_honours_removals_and_overwrites() -> None:
@@ -306,3 +308,61 @@ def test_an_overwrite_in_the_delta_history_resets_the_messages() -> None:
     assert latest is not None
 
     assert [m.text for m in get_messages_array_from_checkpoint(latest, saver=saver)] == ["kept", "after"]
+
+
+@tool
+def lookup(term: str) -> str:
+    """Look a term up."""
+    return f"found {term}"
+
+
+def _agent_thread(agent: Any, turns: int = 3) -> None:
+    for turn in range(turns):
+        agent.invoke(f"turn {turn}", thread_id="t")
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "smart"])
+async def test_agent_threads_in_a_delta_channel_come_back_whole_with_the_saver(tmp_path: Path, backend: str) -> None:
+    from ai_utils import Agent, SmartCheckpointSaver
+
+    inner = sqlite_saver(tmp_path / "cp.sqlite") if backend == "sqlite" else MemorySaver()
+    saver: Any = SmartCheckpointSaver(inner, llm=static_model("summary")) if backend == "smart" else inner
+    call = {"tool_calls": [{"name": "lookup", "args": {"term": "x"}}]}
+    agent = Agent(llm=FakeChatModel([call, "a", "b", "c"]), tools=[lookup], checkpointer=saver)
+    _agent_thread(agent)
+    expected = agent.get_state("t").values["messages"]
+    assert [m.type for m in expected] == ["human", "ai", "tool", "ai", "human", "ai", "human", "ai"]
+    config: Any = {"configurable": {"thread_id": "t"}}
+    latest = saver.get_tuple(config)
+    assert "messages" not in latest.checkpoint["channel_values"]  # the Agent keeps messages as deltas
+
+    assert get_messages_array_from_checkpoint(latest, saver=saver) == expected
+    assert await aget_messages_array_from_checkpoint(latest, saver=saver) == expected
+    assert get_messages_array_from_checkpoint(latest.checkpoint, saver=saver, config=config) == expected
+    assert get_messages_array_from_checkpoint(agent.get_state("t")) == expected
+    with pytest.raises(UserError, match=r"CheckpointTuple stores 'messages' as a delta.*saver=saver"):
+        get_messages_array_from_checkpoint(latest)
+    with pytest.raises(UserError, match=r"checkpoint stores 'messages' as a delta.*config="):
+        get_messages_array_from_checkpoint(latest.checkpoint, saver=saver)
+    with pytest.raises(UserError, match="saver="):
+        format_checkpoint_messages_for_llm(latest.checkpoint)
+    first = list(saver.list(config))[-3]  # an older checkpoint of the thread: its own messages, not the latest
+    assert get_messages_array_from_checkpoint(first, saver=saver) == agent.get_state(first.config).values["messages"]
+    if backend == "sqlite":
+        inner.close()  # type: ignore[attr-defined]
+
+
+def test_deep_agent_threads_come_back_whole_with_the_saver() -> None:
+    from ai_utils import DeepAgent
+
+    saver = MemorySaver()
+    agent = DeepAgent(llm=FakeChatModel(["a", "b"]), checkpointer=saver)
+    _agent_thread(agent, turns=2)
+    latest = saver.get_tuple({"configurable": {"thread_id": "t"}})
+    assert latest is not None
+    assert _plain(get_messages_array_from_checkpoint(latest, saver=saver)) == [
+        ("human", "turn 0"),
+        ("ai", "a"),
+        ("human", "turn 1"),
+        ("ai", "b"),
+    ]

@@ -111,11 +111,11 @@ def test_a_batch_can_be_answered_by_item_id(batch: Any, outbox: Any) -> None:
     ]
 
 
-def test_one_decision_answers_every_item_of_a_batch(batch: Any, outbox: Any) -> None:
+def test_one_decision_for_a_batch_is_refused_and_names_decisions_and_approve_all(batch: Any, outbox: Any) -> None:
     start(batch)
-    resume(batch, "approve")
-
-    assert outbox.sent == [{"to": "bob", "body": "hi"}]
+    with pytest.raises(UserError, match=r"2 items are pending.*`decisions=\[\.\.\.\]`.*approve_all\(interrupt\)"):
+        resume(batch, "approve")
+    assert outbox.sent == []
 
 
 @pytest.mark.parametrize(
@@ -125,7 +125,8 @@ def test_one_decision_answers_every_item_of_a_batch(batch: Any, outbox: Any) -> 
         (None, ["approve", "approve", "approve"], "3 answer(s)"),
         (None, "approve", "must be a list or a mapping"),
         (None, {"nope": "approve"}, "no answer for pending item"),
-        ({"type": "edit", "args": {}}, None, "cannot edit 2 pending tool calls"),
+        ({"type": "edit", "args": {}}, None, "2 items are pending"),
+        ("reject", None, "2 items are pending"),
         (None, [{"type": "edit", "args": {"city": "Rome"}}, "approve"], "'edit' is not allowed for tool 'get_weather'"),
         ("approve", ["approve", "approve"], "exactly one of"),
         (None, None, "exactly one of"),

@@ -220,7 +220,12 @@ def test_a_client_disconnect_cancels_the_running_agent_tool(serve: Callable[...,
         return "done"
 
     graph = create_agent(
-        FakeChatModel([{"content": "Crunching.", "tool_calls": [{"name": "crunch", "args": {"n": 1}}]}, "Never."]),
+        FakeChatModel(
+            [
+                {"content": "Crunching.", "tool_calls": [{"name": "crunch", "args": {"n": 1}, "id": "call_1_0"}]},
+                "Never.",
+            ]
+        ),
         tools=[crunch],
     )
 

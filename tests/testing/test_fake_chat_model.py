@@ -6,6 +6,7 @@ from functools import reduce
 from operator import add
 
 import pytest
+from dirty_equals import IsStr
 from langchain_core.load import dumpd, load
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage
 from langchain_core.tools import tool
@@ -83,7 +84,12 @@ def test_tool_call_replies_get_deterministic_ids() -> None:
     reply = model.bind_tools([add_numbers]).invoke("add")
 
     assert reply.tool_calls == [
-        {"name": "add_numbers", "args": {"a": 1, "b": 2}, "id": "call_1_0", "type": "tool_call"},
+        {
+            "name": "add_numbers",
+            "args": {"a": 1, "b": 2},
+            "id": IsStr(regex=r"call_1_0_[0-9a-f]{8}"),
+            "type": "tool_call",
+        },
         {"name": "x", "args": {}, "id": "mine", "type": "tool_call"},
     ]
     assert reply.response_metadata["finish_reason"] == "tool_calls"
@@ -95,7 +101,7 @@ def test_ai_message_replies_without_tool_call_ids_get_ids_and_the_script_is_unto
 
     reply = model.invoke("go")
 
-    assert reply.tool_calls[0]["id"] == "call_1_0"
+    assert reply.tool_calls[0]["id"] == IsStr(regex=r"call_1_0_[0-9a-f]{8}")
     assert scripted.tool_calls[0]["id"] is None
 
 
@@ -126,13 +132,14 @@ def test_streamed_tool_call_chunks_merge_into_complete_tool_calls() -> None:
     invoked = FakeChatModel([reply]).invoke("add")
 
     assert sum(1 for c in chunks if c.tool_call_chunks) >= 3
-    assert merged.tool_calls == invoked.tool_calls
+    assert [(c["name"], c["args"]) for c in merged.tool_calls] == [(c["name"], c["args"]) for c in invoked.tool_calls]
     assert merged.tool_calls[0] == {
         "name": "add_numbers",
         "args": {"a": 1, "b": 2},
-        "id": "call_1_0",
+        "id": IsStr(regex=r"call_1_0_[0-9a-f]{8}"),
         "type": "tool_call",
     }
+    assert merged.tool_calls[0]["id"] != invoked.tool_calls[0]["id"]  # two model instances never share an id
     assert merged.content == invoked.content == "Let me add."
 
 

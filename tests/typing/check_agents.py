@@ -98,3 +98,12 @@ def any_agent(agent: Agent, deep_agent: DeepAgent) -> None:
 temperature(Agent(llm=model, output=Weather))
 any_agent(Agent(llm=model, output=Weather), DeepAgent(llm=model, output=Weather))
 any_agent(Agent(llm=model, actions=registry), DeepAgent(llm=model))
+
+# Prompts: a list of str (both wrappers), a function of the run's inputs (Agent); actions: max_actions, actor.
+assert_type(DeepAgent(llm=model, prompt=["Be brief.", "Answer in German."]), DeepAgent[str])
+assert_type(Agent(llm=model, prompt=["Be brief."]), Agent[str])
+assert_type(Agent(llm=model, prompt=lambda inputs: f"Help {inputs['actor']}."), Agent[str])
+actions_agent = Agent(llm=model, actions=registry, max_actions=2)
+assert_type(actions_agent, Agent[DirectiveResult])
+for streamed in actions_agent.stream("hi", actor={"user_id": "u1"}, show_tool_calls=True):
+    assert_type(streamed, StreamChunk)

@@ -83,12 +83,20 @@ class DirectiveResult:
         actions: each proposal validated by the registry.
         follow_ups: suggested next prompts (``?>`` lines).
         parse_errors: soft parse errors; empty for clean replies.
+        trace_id: the run's id (``Agent(actions=...)``: the root LangChain run id of the turn, the parent of its
+            audit rows); empty for a bare `validate_directives`.
+        model: the model name the reply came from (``Agent(actions=...)``); empty when unknown.
+        usage: the summed token usage of the turn's model calls (``input_tokens``, ``output_tokens``,
+            ``total_tokens``), ``None`` when the model reports none.
     """
 
     message: str
     actions: list[ValidatedAction]
     follow_ups: list[str]
     parse_errors: list[str]
+    trace_id: str = ""
+    model: str = ""
+    usage: dict[str, int] | None = None
 
 
 def validate_directives(

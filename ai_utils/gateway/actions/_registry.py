@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, get_args
@@ -175,19 +176,27 @@ def default_action_policy(context: ActionPolicyContext) -> ActionPolicyResult:
     Returns:
         The verdict.
     """
-    action, actor = context.action, context.actor
-    is_admin = actor is not None and "admin" in actor.roles
-    if action.availability == "authenticated" and (actor is None or not actor.user_id):
-        return ActionPolicyResult("blocked", f"Action {action.id!r} needs a signed-in user.")
-    if action.availability == "pro" and not (is_admin or (actor is not None and actor.plan == "pro")):
-        return ActionPolicyResult("blocked", f"Action {action.id!r} needs the pro plan.")
-    if action.availability == "admin" and not is_admin:
-        return ActionPolicyResult("blocked", f"Action {action.id!r} is for admins only.")
+    action = context.action
+    refused = _tier_refusal(action, context.actor)
+    if refused is not None:
+        return ActionPolicyResult("blocked", refused)
     if action.risk == "restricted":
         return ActionPolicyResult("blocked", f"Action {action.id!r} is restricted; a custom policy must allow it.")
     if action.risk == "confirm":
         return ActionPolicyResult("requires_confirmation", f"Action {action.id!r} needs confirmation before it runs.")
     return ActionPolicyResult("allowed")
+
+
+def _tier_refusal(action: ActionDefinition, actor: Actor | None) -> str | None:
+    """Why ``actor`` is below the action's availability tier, or ``None`` when it is not."""
+    is_admin = actor is not None and "admin" in actor.roles
+    if action.availability == "authenticated" and (actor is None or not actor.user_id):
+        return f"Action {action.id!r} needs a signed-in user."
+    if action.availability == "pro" and not (is_admin or (actor is not None and actor.plan == "pro")):
+        return f"Action {action.id!r} needs the pro plan."
+    if action.availability == "admin" and not is_admin:
+        return f"Action {action.id!r} is for admins only."
+    return None
 
 
 def _parse_params(schema: Any, params: dict[str, Any]) -> dict[str, Any]:
@@ -265,6 +274,26 @@ class ActionRegistry:
         for name in (action.id, *action.aliases):
             self._names.pop(name, None)
         return True
+
+    def available(self, actor: Actor | Mapping[str, Any] | None = None) -> builtins.list[ActionDefinition]:
+        """The actions ``actor`` may propose: those whose availability tier the actor meets.
+
+        With the default policy a ``restricted`` action is left out too (that policy always blocks it); a custom
+        policy may open it, so it is listed then. `validate` stays the gate for each proposal.
+
+        Args:
+            actor: who would run the actions.
+
+        Returns:
+            The definitions in registration order.
+        """
+        resolved = to_actor(actor)
+        default = self.policy is default_action_policy
+        return [
+            action
+            for action in self._actions.values()
+            if _tier_refusal(action, resolved) is None and not (default and action.risk == "restricted")
+        ]
 
     def has(self, id: str) -> bool:
         """Tell whether an id or alias is registered.

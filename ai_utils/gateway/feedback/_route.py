@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
-from urllib.parse import urlsplit
 
 from ai_utils._optional import missing_extra
-from ai_utils.gateway.actor import Actor, to_actor
+from ai_utils.gateway._http import actor_of, cross_origin, maybe_await, read_limited, too_deep
+from ai_utils.gateway.actor import Actor
 from ai_utils.gateway.feedback._sinks import FeedbackSink
 from ai_utils.gateway.feedback._validation import FeedbackEntry, FeedbackValidationError, validate_feedback
 
@@ -25,36 +23,6 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_DEPTH = 16
 
 
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
-def _origin(url: str) -> tuple[str, str] | None:
-    parts = urlsplit(url)
-    if not parts.scheme or not parts.netloc:
-        return None
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return parts.scheme.lower(), f"{(parts.hostname or '').lower()}:{port}"
-
-
-def _trusted_site(site_url: str | Callable[[], str | None] | None) -> str | None:
-    value = site_url() if callable(site_url) else site_url
-    if value:
-        return value
-    for name in ("NEXT_PUBLIC_SITE_URL", "SITE_URL", "DOMAIN_URL"):
-        if os.environ.get(name):
-            return os.environ[name]
-    return None
-
-
-def _cross_origin(request: Any, site_url: str | Callable[[], str | None] | None) -> bool:
-    sent = request.headers.get("origin") or request.headers.get("referer")
-    if not sent:
-        return False  # not a browser form post (curl, server-to-server): nothing to forge
-    trusted = _trusted_site(site_url) or f"{request.url.scheme}://{request.headers.get('host', request.url.netloc)}"
-    return _origin(sent) != _origin(trusted)
-
-
 async def _store(sink: FeedbackSink, entry: FeedbackEntry, run_in_threadpool: Any) -> None:
     awrite = getattr(sink, "awrite", None)
     if awrite is not None:
@@ -63,52 +31,23 @@ async def _store(sink: FeedbackSink, entry: FeedbackEntry, run_in_threadpool: An
         await run_in_threadpool(sink.write, entry)
 
 
-async def _read_limited(request: Any) -> bytes | None:
-    """The body, or ``None`` once it passes `MAX_BODY_BYTES` (read no further than that)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 async def _json_body(request: Any) -> dict[str, Any] | tuple[int, str]:
     """The body as a JSON object, or the ``(status, message)`` to answer instead."""
-    raw = await _read_limited(request)
+    raw = await read_limited(request, MAX_BODY_BYTES)
     if raw is None:
         return 413, f"The body is over {MAX_BODY_BYTES} bytes. Send a shorter comment and less metadata."
-    too_deep = 400, f"The body is nested deeper than {MAX_DEPTH} levels. Send flatter metadata."
+    too_deep_answer = 400, f"The body is nested deeper than {MAX_DEPTH} levels. Send flatter metadata."
     try:
         body = json.loads(raw)
     except RecursionError:
-        return too_deep
+        return too_deep_answer
     except ValueError:
         return 400, "The body must be JSON."
-    if _too_deep(body):
-        return too_deep
+    if too_deep(body, MAX_DEPTH):
+        return too_deep_answer
     if not isinstance(body, dict):
         return 400, "The body must be a JSON object."
     return body
-
-
-def _too_deep(value: Any) -> bool:
-    """Whether ``value`` nests lists/objects deeper than `MAX_DEPTH` (iterative: no recursion limit)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
-        if depth > MAX_DEPTH:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
 
 
 Authenticate = Callable[[Any], "Mapping[str, Any] | Actor | None | Awaitable[Mapping[str, Any] | Actor | None]"]
@@ -155,10 +94,9 @@ def create_feedback_route(
         return JSONResponse({"error": message}, status_code=status)
 
     async def endpoint(request: Request) -> JSONResponse:
-        if _cross_origin(request, site_url):
+        if cross_origin(request, site_url):
             return error(403, "Cross-origin feedback is not allowed.")
-        auth = await _maybe_await(authenticate(request))
-        actor = to_actor(auth if isinstance(auth, Actor) or auth is None else auth.get("actor"))
+        actor = actor_of(await maybe_await(authenticate(request)))
         if actor is None or not actor.user_id:
             return error(401, "Sign in to send feedback.")
         body = await _json_body(request)
@@ -172,7 +110,7 @@ def create_feedback_route(
         try:
             entry = validate_feedback({**body, **identity})
             if enrich_entry is not None:
-                entry = validate_feedback(await _maybe_await(enrich_entry(entry, {"actor": actor, "request": request})))
+                entry = validate_feedback(await maybe_await(enrich_entry(entry, {"actor": actor, "request": request})))
                 entry = replace(
                     entry, user_id=actor.user_id, tenant_id=actor.tenant_id
                 )  # the stored identity is the authenticated actor's, always
@@ -185,7 +123,7 @@ def create_feedback_route(
             return error(500, "Feedback could not be stored. Try again later.")
         if telemetry is not None:
             try:
-                await _maybe_await(telemetry(entry))
+                await maybe_await(telemetry(entry))
             except Exception:
                 logger.exception("Feedback telemetry failed for request %s", entry.request_id)
         return JSONResponse({"ok": True, "request_id": entry.request_id})

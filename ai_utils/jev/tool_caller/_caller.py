@@ -126,7 +126,7 @@ class JevToolCaller:
             isinstance(context_schema, type) and issubclass(context_schema, BaseModel)
         ):
             raise UserError(f"`context_schema` must be a pydantic model class, got {context_schema!r}.")
-        check_prompt(prompt, owner="JevToolCaller")
+        prompt = check_prompt(prompt, owner="JevToolCaller")
         self._interrupt_on = check_interrupt_on(interrupt_on)
         check_approval_saver(
             self._interrupt_on, checkpointer, "Pass `checkpointer=MemorySaver()` (or sqlite_saver(path)).",
