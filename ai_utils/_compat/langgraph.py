@@ -21,6 +21,7 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot as DeltaSnapshot
 from langgraph.graph.message import _messages_delta_reducer as messages_delta_reducer
 
 __all__ = [
+    "ERROR_CHANNEL",
     "TASKS_CHANNEL",
     "DeltaSnapshot",
     "RunnableCallable",
@@ -31,6 +32,8 @@ __all__ = [
 
 # Kept as a literal (`langgraph._internal._constants.TASKS`) so reading it costs no private import at run time.
 TASKS_CHANNEL = "__pregel_tasks"
+# `langgraph._internal._constants.ERROR`: the pending write holding a failed task's exception.
+ERROR_CHANNEL = "__error__"
 
 
 def store_cursor(store: Any) -> AbstractContextManager[Any]:

@@ -13,10 +13,13 @@ refusal -> ``refused``) and emits ``model.request`` / ``model.retry``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+import traceback
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 from uuid import UUID
 
@@ -24,9 +27,17 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
-from ai_utils.exceptions import UserError
+from ai_utils.exceptions import AiUtilsError, UserError
 
-__all__ = ["EVENT_TYPES", "Emitter", "TurnWatch", "check_sink", "fingerprint_changes", "stop_for_finish"]
+__all__ = [
+    "EVENT_TYPES",
+    "Emitter",
+    "TurnWatch",
+    "check_sink",
+    "fingerprint_changes",
+    "stop_for_finish",
+    "turn_error",
+]
 
 logger = logging.getLogger("ai_utils.sessions")
 
@@ -94,6 +105,71 @@ class Emitter:
             return
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+_CONTEXT_MARK = "[context]"
+_MIN_SECRET = 4  # shorter context values ("en", ids like 7) are not worth hiding and would garble messages
+_MAX_VALUES = 256
+
+
+def _context_values(context: Any, depth: int = 0) -> Iterator[str]:
+    """The text leaves of a turn's ``context`` (a dataclass, a pydantic model, mappings, sequences), bounded."""
+    if depth > 8 or context is None or isinstance(context, bool):
+        return
+    if isinstance(context, str):
+        if len(context) >= _MIN_SECRET:
+            yield context
+        return
+    if isinstance(context, int | float):
+        if len(text := str(context)) >= _MIN_SECRET:
+            yield text
+        return
+    if dataclasses.is_dataclass(context) and not isinstance(context, type):
+        children: Any = [getattr(context, f.name, None) for f in dataclasses.fields(context)]
+    elif hasattr(context, "model_dump") and callable(context.model_dump):
+        children = list(vars(context).values()) if hasattr(context, "__dict__") else []
+    elif isinstance(context, Mapping):
+        children = list(context.values())
+    elif isinstance(context, list | tuple | set | frozenset):
+        children = list(context)
+    else:
+        return
+    for child in children[:_MAX_VALUES]:
+        yield from _context_values(child, depth + 1)
+
+
+def _without_context(text: str, context: Any) -> str:
+    # Longest first: a value that contains another is cut whole.
+    for value in sorted(set(_context_values(context)), key=len, reverse=True)[:_MAX_VALUES]:
+        text = text.replace(value, _CONTEXT_MARK)
+    return text
+
+
+def turn_error(exc: BaseException, context: Any = None) -> dict[str, str]:
+    """The ``error`` a failed turn stores with its ``turn_end`` line: safe to replay to any reader.
+
+    The log is replayed to every reader of the session (over HTTP too) and stored for good, so it never holds
+    an exception's raw text. ai_utils' own errors keep their message (it names the bad value and the fix) with
+    every value of the turn's ``context`` cut out; any other failure (a provider error may quote a key, a
+    driver error SQL or data) reads generically. The traceback is logged once on logger ``ai_utils.sessions``
+    under the ``error_id``, with the context's values cut out there too.
+
+    Returns:
+        ``{"type": <class name>, "message", "error_id"}``, plus ``"code"`` when the error has a stable one.
+    """
+    name = type(exc).__name__
+    error_id = uuid.uuid4().hex[:12]
+    if isinstance(exc, AiUtilsError):
+        message = _without_context(str(exc) or name, context)
+    else:
+        message = f"The turn failed ({name}); the server's log has the details (error id {error_id})."
+    details = _without_context("".join(traceback.format_exception(exc)), context)
+    logger.error("turn failed (error id %s):\n%s", error_id, details.rstrip())
+    error = {"type": name, "message": message, "error_id": error_id}
+    code = getattr(exc, "code", None)
+    if isinstance(code, str) and code:
+        error["code"] = code
+    return error
 
 
 def stop_for_finish(reason: object) -> str | None:

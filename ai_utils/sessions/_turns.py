@@ -28,7 +28,7 @@ from ai_utils._run.repair import unanswered_calls
 from ai_utils.client import is_interrupt, is_tool_event
 from ai_utils.exceptions import SessionFencedError
 from ai_utils.sessions._content import message_content
-from ai_utils.sessions._events import TurnWatch, fingerprint_changes, stop_for_finish
+from ai_utils.sessions._events import TurnWatch, fingerprint_changes, stop_for_finish, turn_error
 from ai_utils.sessions._middleware import CONTEXT_KEY, TurnContext, TurnYielded
 from ai_utils.sessions._schema import TurnRow, dumps
 from ai_utils.streaming._adapter import ChunkAdapter
@@ -366,7 +366,7 @@ class _TurnRun:
         elif isinstance(error, GraphRecursionError):
             await self.end("max_model_turns")
         elif error is not None:
-            await self.end("error", {"type": type(error).__name__, "message": str(error)})
+            await self.end("error", turn_error(error, self.engine.contexts.get(self.turn.turn_id)))
         elif self.stop == "end_turn":
             await self.end(stop_for_finish(self.watch.finish) or "end_turn")
         else:
