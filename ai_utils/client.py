@@ -233,12 +233,14 @@ class ErrorEvent(TypedDict):
         message: the exception's message for ai_utils' own errors; for any other error a generic text
             (unless the server exposes errors).
         error_id: the id the server logged the failure under (for errors other than a ``UserError``).
+        code: a stable code when the error has one (e.g. ``"SESSION_BUSY"``, answered with HTTP 409).
     """
 
     kind: Literal["error"]
     type: str
     message: str
     error_id: NotRequired[str]
+    code: NotRequired[str]
 
 
 class UserMessageEvent(TypedDict):

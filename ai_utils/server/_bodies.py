@@ -1,7 +1,8 @@
 """Request bodies -> one `RunRequest`, per protocol: pure functions of the parsed JSON (no request, no agent).
 
 - ``ndjson``: ``{"input"?, "thread_id"?, "decision"?, "decisions"?, "context"?}`` (a session prompt also
-  ``"message_id"?``, ``"cursor"?``; no ``thread_id``). Unknown keys and wrong types are refused.
+  ``"message_id"?``, ``"cursor"?``, ``"on_busy"?``, and ``input`` may be a list of content blocks; no
+  ``thread_id``). Unknown keys and wrong types are refused.
 - ``ag-ui``: AG-UI's ``RunAgentInput`` (validated with ``ag_ui.core``): ``threadId`` is the thread (or session),
   the last message (a user message) is the input (the server owns the history), ``resume`` entries are the
   decisions (keyed by interrupt id; `ApprovalPayload` or a `Decision` as payload, ``cancelled`` = reject).
@@ -17,14 +18,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
 
 from pydantic import ValidationError
 
 from ai_utils.client import Decision
 from ai_utils.server._request import refuse
+from ai_utils.sessions._session import OnBusy
 
-__all__ = ["Protocol", "RunRequest", "check_id", "parse_body"]
+__all__ = ["OnBusy", "Protocol", "RunRequest", "check_id", "check_on_busy", "parse_body"]
 
 Protocol = Literal["ndjson", "ag-ui", "vercel-ai"]
 
@@ -35,7 +37,7 @@ _ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 class RunRequest:
     """What one request asks for, whatever its protocol."""
 
-    input: str | None = None
+    input: str | list[dict[str, Any]] | None = None  # a list of content blocks only for a session prompt
     decision: Decision | None = None
     decisions: list[Decision] | dict[str, Decision] | None = None
     thread_id: str | None = None  # the thread (agent) or session the body names
@@ -46,6 +48,7 @@ class RunRequest:
     has_context: bool = False
     continues: str | None = None  # the assistant message a Vercel approval answer continues
     known_tool_calls: tuple[str, ...] = field(default=())
+    on_busy: OnBusy | None = None  # a session prompt's double-texting strategy (None: the routes' default)
 
 
 def check_id(value: Any, what: str) -> str:
@@ -55,13 +58,34 @@ def check_id(value: Any, what: str) -> str:
     return value
 
 
+def check_on_busy(value: Any) -> OnBusy:
+    """``value`` if it is a double-texting strategy, else a 400."""
+    if value not in get_args(OnBusy):
+        refuse(400, '`on_busy` must be "enqueue", "reject", "interrupt" or "rollback".')
+    return cast(OnBusy, value)
+
+
+def _content_blocks(value: Any) -> list[dict[str, Any]]:
+    """A session prompt's content blocks (objects with a string ``type``), else a 400.
+
+    The session checks the rest (base64, image type and size) and refuses with a `UserError` (400).
+    """
+    if not value or not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in value):
+        refuse(
+            400,
+            '`input` must be a string or a non-empty list of content blocks ({"type": "text", "text"}, {"type": '
+            '"image", "data": <base64>, "mime_type"}, {"type": "image_url", "url": "data:image/...;base64,..."}).',
+        )
+    return cast("list[dict[str, Any]]", value)
+
+
 def _is_decision(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, Mapping) and isinstance(value.get("type"), str))
 
 
 def _ndjson(body: dict[str, Any], session: bool) -> RunRequest:
     known = (
-        ("input", "message_id", "decision", "decisions", "cursor", "context")
+        ("input", "message_id", "decision", "decisions", "cursor", "context", "on_busy")
         if session
         else (
             "input",
@@ -75,8 +99,11 @@ def _ndjson(body: dict[str, Any], session: bool) -> RunRequest:
     if unknown:
         refuse(400, f"Unknown field(s) in the body ({len(unknown)}); it takes only {', '.join(known)}.")
     text = body.get("input")
-    if text is not None and not isinstance(text, str):
+    if session and isinstance(text, list):
+        text = _content_blocks(text)
+    elif text is not None and not isinstance(text, str):
         refuse(400, "`input` must be a string (the user's message).")
+    on_busy = check_on_busy(body["on_busy"]) if body.get("on_busy") is not None else None
     decision = body.get("decision")
     if decision is not None and not _is_decision(decision):
         refuse(400, '`decision` must be "approve", "reject" or an object with a "type" (e.g. {"type": "edit", ...}).')
@@ -101,6 +128,7 @@ def _ndjson(body: dict[str, Any], session: bool) -> RunRequest:
         cursor=cursor,
         context=body.get("context"),
         has_context="context" in body,
+        on_busy=on_busy,
     )
 
 

@@ -63,6 +63,27 @@ def _yield_at(value: Any) -> float | None:
     return float(value)
 
 
+def _redacted(agent: Any, input: Any) -> Any:
+    """The user's input as it may be stored: the agent's input guards (guardrails) run before the first write.
+
+    So the turn payload, the inputs table and a steer's replayed ``user_message`` line never hold a secret the
+    user typed. Content blocks are redacted block by block (text blocks; images are kept as they are).
+    """
+    redact = getattr(agent, "_redact_input", None)  # the run path's input guards (none: nothing to redact)
+    if redact is None or input is None:
+        return input
+    if isinstance(input, str):
+        return redact(input)
+    if isinstance(input, list):
+        return [
+            {**block, "text": redact(block["text"])}
+            if isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str)
+            else block
+            for block in input
+        ]
+    return input
+
+
 def _on_busy(value: Any) -> str:
     if value not in get_args(OnBusy):
         raise UserError(
@@ -206,7 +227,9 @@ class Session:
         payload, deciding = self._payload(input, decision, decisions, timeout, yield_at)
         mode = _on_busy(on_busy)
         if input is not None:
-            payload["input"] = yield from prepare(input, self._agent._sessions_link.resize_image)
+            payload["input"] = yield from prepare(
+                _redacted(self._agent, input), self._agent._sessions_link.resize_image
+            )
         turn: Turn = yield Step(self._accept, self._aaccept, (payload, deciding, message_id, mode))
         yield Step(self._kick, self._akick)
         return turn
@@ -263,6 +286,7 @@ class Session:
             raise UserError(f"steer(text) is {size} bytes; a steer holds at most 64 KiB ({MAX_STEER_BYTES} bytes).")
         if message_id is not None:
             check_id(message_id, "message_id")
+        text = _redacted(self._agent, text)  # before the first write: the steer's row and its user_message line
         message_id, turn_id = self._store.accept_steer(self.id, self._name, message_id, text, self._config)
         if self._context is not None:
             # A steer that becomes a turn (now, or later from the queue) runs with this object's context.
