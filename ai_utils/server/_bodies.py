@@ -4,11 +4,13 @@
   ``"message_id"?``, ``"cursor"?``, ``"on_busy"?``, and ``input`` may be a list of content blocks; no
   ``thread_id``). Unknown keys and wrong types are refused.
 - ``ag-ui``: AG-UI's ``RunAgentInput`` (validated with ``ag_ui.core``): ``threadId`` is the thread (or session),
-  the last message (a user message) is the input (the server owns the history), ``resume`` entries are the
+  the last message (a user message) is the input (the server owns the history; for a session its ``image``
+  parts too, as content blocks), ``resume`` entries are the
   decisions (keyed by interrupt id; `ApprovalPayload` or a `Decision` as payload, ``cancelled`` = reject).
 - ``vercel-ai``: the AI SDK's ``{id, messages, trigger?, messageId?}``: ``id`` is the thread (or session); the
-  last message is a user message (the input) or the assistant message whose tool parts answer approvals
-  (``approval-responded``: ``approved: true`` approves, anything else rejects with the ``reason``).
+  last message is a user message (the input; for a session its image ``file`` parts too) or the assistant
+  message whose tool parts answer approvals (``approval-responded``: ``approved: true`` approves, anything else
+  rejects with the ``reason``).
 
 Every refusal is a `RequestError` 400 whose message names the field, never the value the client sent.
 """
@@ -160,7 +162,7 @@ def _resume_decision(entry: Any) -> Decision:
     return cast(Decision, payload)  # a Decision form, or the answer to a plain interrupt, passed on unchanged
 
 
-def _ag_ui(body: dict[str, Any]) -> RunRequest:
+def _ag_ui(body: dict[str, Any], session: bool) -> RunRequest:
     from ag_ui.core import RunAgentInput
 
     try:
@@ -178,12 +180,44 @@ def _ag_ui(body: dict[str, Any]) -> RunRequest:
     last = run.messages[-1] if run.messages else None
     if last is None or getattr(last, "role", None) != "user":
         refuse(400, "Nothing to run: the last message must be the user's (or send `resume` for a waiting approval).")
-    text = _text_of(getattr(last, "content", ""))
-    if not text.strip():
+    content = getattr(last, "content", "")
+    text = _text_of(content)
+    images = _ag_ui_images(content) if session else []
+    if not text.strip() and not images:
         refuse(400, "The last user message has no text.")
     mid = getattr(last, "id", None)
     message_id = mid if isinstance(mid, str) and _ID.fullmatch(mid) else run_id
-    return RunRequest(input=text, thread_id=thread_id, run_id=run_id, message_id=message_id)
+    return RunRequest(input=_with_images(text, images), thread_id=thread_id, run_id=run_id, message_id=message_id)
+
+
+def _with_images(text: str, images: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """The prompt: the text alone, or (with images) content blocks, text first, as `Session.prompt` takes them."""
+    if not images:
+        return text
+    return [*([{"type": "text", "text": text}] if text.strip() else []), *images]
+
+
+def _ag_ui_images(content: Any) -> list[dict[str, Any]]:
+    """A session prompt's images from AG-UI input parts (``image`` with a ``data`` or ``url`` source)."""
+    images: list[dict[str, Any]] = []
+    for part in content if isinstance(content, list) else []:
+        source = getattr(part, "source", None) if getattr(part, "type", None) == "image" else None
+        if source is None:
+            continue
+        if source.type == "data":
+            images.append({"type": "image", "data": source.value, "mime_type": source.mime_type})
+        else:  # a URL: the session takes data URLs only and says so (a 400 naming the fix)
+            images.append({"type": "image_url", "url": source.value})
+    return images
+
+
+def _vercel_images(parts: list[Any]) -> list[dict[str, Any]]:
+    """A session prompt's images from AI SDK ``file`` parts whose media type is an image (their ``url``)."""
+    return [
+        {"type": "image_url", "url": p.get("url")}
+        for p in parts
+        if isinstance(p, Mapping) and p.get("type") == "file" and str(p.get("mediaType", "")).startswith("image/")
+    ]
 
 
 def _approvals(message: Mapping[str, Any]) -> tuple[dict[str, Decision], tuple[str, ...]]:
@@ -205,7 +239,7 @@ def _approvals(message: Mapping[str, Any]) -> tuple[dict[str, Decision], tuple[s
     return decisions, tuple(calls)
 
 
-def _vercel(body: dict[str, Any]) -> RunRequest:
+def _vercel(body: dict[str, Any], session: bool) -> RunRequest:
     chat_id = check_id(body.get("id"), "id")
     if body.get("trigger", "submit-message") != "submit-message":
         refuse(400, 'Only `trigger: "submit-message"` is supported; send the new message instead of regenerating.')
@@ -226,9 +260,10 @@ def _vercel(body: dict[str, Any]) -> RunRequest:
     if last.get("role") != "user":
         refuse(400, "The last message must be the user's (or the assistant's with approval answers).")
     text = "".join(str(p.get("text") or "") for p in parts if isinstance(p, Mapping) and p.get("type") == "text")
-    if not text.strip():
+    images = _vercel_images(parts) if session else []
+    if not text.strip() and not images:
         refuse(400, "The last user message has no text part.")
-    return RunRequest(input=text, thread_id=chat_id, message_id=message_id)
+    return RunRequest(input=_with_images(text, images), thread_id=chat_id, message_id=message_id)
 
 
 def parse_body(protocol: Protocol, body: dict[str, Any], *, session: bool = False) -> RunRequest:
@@ -236,5 +271,5 @@ def parse_body(protocol: Protocol, body: dict[str, Any], *, session: bool = Fals
     if protocol == "ndjson":
         return _ndjson(body, session)
     if protocol == "ag-ui":
-        return _ag_ui(body)
-    return _vercel(body)
+        return _ag_ui(body, session)
+    return _vercel(body, session)

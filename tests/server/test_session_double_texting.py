@@ -3,7 +3,8 @@
 A prompt sent while another turn of the session runs: ``on_busy="reject"`` answers 409 with the JSON error
 object and stores nothing; ``"interrupt"`` and ``"rollback"`` cancel the running turn and stream the new one;
 the routes' own ``on_busy=`` is the default of a prompt that names none. A prompt's ``input`` may be content
-blocks: the image reaches the model server as image content; a bad image is a 400 and stores nothing.
+blocks: the image reaches the model server as image content; a bad image is a 400 and stores nothing. The AI SDK's
+Chat (an image file part) and AG-UI's HttpAgent (an image part) send images the same way.
 """
 
 from __future__ import annotations
@@ -221,5 +222,41 @@ def test_an_image_prompt_over_http_reaches_the_model_server_as_image_content(
         ]
         stored = [m for m in agent.session(sid).history() if isinstance(m, HumanMessage)]
         assert len(stored) == 1  # the refused prompts left nothing
+    finally:
+        store.close()  # type: ignore[attr-defined]
+
+
+def test_the_ai_sdk_and_ag_ui_clients_send_an_image_prompt_that_reaches_the_model_server(
+    serve: Callable[[Any], LiveServer],
+    app: Any,
+    authenticate: Any,
+    aimock: Aimock,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    node: Any,
+) -> None:
+    monkeypatch.setenv("LOCAL_LLM_BASE_URL", aimock.openai_base_url)
+    aimock.add({"match": {"userMessage": "Was ist das (AI SDK)?"}, "response": {"content": "Rot, sagt das SDK."}})
+    aimock.add({"match": {"userMessage": "Was ist das (AG-UI)?"}, "response": {"content": "Rot, sagt AG-UI."}})
+    store = sqlite_sessions(tmp_path / "clients.sqlite")
+    try:
+        agent = Agent(llm=get_llm("local", "vision-1"), sessions=store, name="vision")
+        routes = [
+            session_routes(agent, path="/vercel-sessions", protocol="vercel-ai", authenticate=authenticate),
+            session_routes(agent, path="/agui-sessions", protocol="ag-ui", authenticate=authenticate),
+        ]
+        live = serve(app(*routes))
+        image = base64.b64encode(RED).decode()
+        report = node("image_clients.mjs", {"base": live.base_url, "token": "alice-token", "png": image})
+        assert report["vercel"]["error"] is None and report["vercel"]["text"] == "Rot, sagt das SDK."
+        assert report["agui"]["ok"] and report["agui"]["text"] == "Rot, sagt AG-UI.", report["agui"]
+        bodies = [b for b in aimock.request_bodies() if "messages" in b]
+        assert [b["messages"][-1]["content"] for b in bodies] == [
+            [
+                {"type": "text", "text": f"Was ist das ({who})?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64," + image}},
+            ]
+            for who in ("AI SDK", "AG-UI")
+        ]
     finally:
         store.close()  # type: ignore[attr-defined]
