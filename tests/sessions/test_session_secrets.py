@@ -83,4 +83,3 @@ def test_a_failed_turn_stores_a_safe_error_never_the_raw_text_or_the_context(
         assert kept in error["message"] and "[context]" in error["message"]
     stored = _everything_stored(tmp_path / "s.sqlite")
     assert KEY not in stored and TOKEN not in stored
-

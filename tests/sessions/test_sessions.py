@@ -247,7 +247,9 @@ def test_a_failing_model_ends_the_turn_with_error(store: SessionStore) -> None:
 
     agent = Agent(llm=FunctionChatModel(reply), sessions=store)
     result = agent.session().prompt("hi").result()
-    assert result.stop_reason == "error" and result.error == {"type": "RuntimeError", "message": "provider down"}
+    assert result.stop_reason == "error" and result.error is not None and result.error["type"] == "RuntimeError"
+    # Not the raw text (a provider's may quote a key): a generic message naming the class and the log's error id.
+    assert result.error["message"].startswith("The turn failed (RuntimeError)") and "provider down" not in str(result)
 
 
 @dataclass
