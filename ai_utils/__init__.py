@@ -17,6 +17,9 @@ _LAZY: dict[str, str] = {
     "ActionRegistry": "ai_utils.gateway",
     "Actor": "ai_utils.gateway",
     "Agent": "ai_utils.agents",
+    "AgentAction": "ai_utils.tools",
+    "AgentRun": "ai_utils.agents",
+    "AgentTraceEvent": "ai_utils.agents",
     "AiUtilsError": "ai_utils.exceptions",
     "AuditEntry": "ai_utils.gateway",
     "AuditWriteError": "ai_utils.gateway",
@@ -102,6 +105,7 @@ _LAZY: dict[str, str] = {
     "SupabaseVectorStoreError": "ai_utils.rag",
     "TavilySearch": "ai_utils.tools.tavily",
     "ToolRegistry": "ai_utils.tools",
+    "ToolResult": "ai_utils.tools",
     "Turn": "ai_utils.sessions",
     "TurnResult": "ai_utils.sessions",
     "UserError": "ai_utils.exceptions",
@@ -223,7 +227,7 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
-    from ai_utils.agents import Agent
+    from ai_utils.agents import Agent, AgentRun, AgentTraceEvent
     from ai_utils.chains import Chain, create_rag_chain
     from ai_utils.client import (
         is_action_event,
@@ -431,7 +435,7 @@ if TYPE_CHECKING:
         sequence_model,
         static_model,
     )
-    from ai_utils.tools import MCPConnectionError, MCPServer, ToolRegistry
+    from ai_utils.tools import AgentAction, MCPConnectionError, MCPServer, ToolRegistry, ToolResult
     from ai_utils.tools.durable import durable_tool
     from ai_utils.tools.tavily import TavilySearch, tavily_search_tool
 
@@ -439,6 +443,9 @@ __all__ = [
     "ActionRegistry",
     "Actor",
     "Agent",
+    "AgentAction",
+    "AgentRun",
+    "AgentTraceEvent",
     "AiUtilsError",
     "AuditEntry",
     "AuditWriteError",
@@ -524,6 +531,7 @@ __all__ = [
     "SupabaseVectorStoreError",
     "TavilySearch",
     "ToolRegistry",
+    "ToolResult",
     "Turn",
     "TurnResult",
     "UserError",

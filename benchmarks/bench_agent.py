@@ -9,17 +9,20 @@ defaults (messages on a `DeltaChannel`, ``durability="sync"``); the anchor is pl
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
 from _fixtures import PLAIN_PROMPT, REPORT_ROUNDS, TOOL_PROMPT, ThreadStack, add, turn_metric
 from _harness import Metric, Session
 from langchain.agents import create_agent
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
 from langgraph.types import Durability
 
-from ai_utils import Agent
+from ai_utils import Agent, durable_tool
 from ai_utils._run.state import AgentState
+from ai_utils.testing import FunctionChatModel
 
 THREAD = "bench"
 GUARD_MS = 40.0
@@ -39,6 +42,73 @@ class Stack(ThreadStack):
         graph = create_agent(self.model, [add], checkpointer=self.saver, **extra)
         config: Any = {"configurable": {"thread_id": THREAD}, "recursion_limit": 200}
         self.run = lambda prompt: graph.ainvoke({"messages": [HumanMessage(prompt)]}, config, durability=durability)
+
+
+@tool("add")
+def failing_add(a: int, b: int) -> int:
+    """Add two integers."""
+    raise RuntimeError("the calculator backend is down")
+
+
+@tool("add")
+def error_text_add(a: int, b: int) -> str:
+    """Add two integers."""
+    return "RuntimeError: the calculator backend is down"
+
+
+@tool
+def read(key: str) -> str:
+    """Read a record."""
+    return f"value of {key}"
+
+
+def _write(key: str) -> str:
+    """Write a record."""
+    return "written"
+
+
+write = durable_tool(_write, idempotent=False, writes=True)
+
+READS = "read three"
+
+
+def _reads_model() -> FunctionChatModel:
+    """One reply calling ``read`` three times for ``read three``, a short answer after the results."""
+
+    def answer(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> Any:
+        last = messages[-1]
+        if isinstance(last, ToolMessage):
+            return "Read them."
+        if isinstance(last, HumanMessage) and last.text == READS:
+            return {"tool_calls": [{"name": "read", "args": {"key": k}} for k in "abc"]}
+        return "ok"
+
+    return FunctionChatModel(answer)
+
+
+class ToolStack(ThreadStack):
+    """An Agent for the tool-loop rows: ``raising`` / ``error_text`` tools, or three reads with (``ordered``) or
+    without (``unordered``) the writer bookkeeping of the tool loop."""
+
+    def __init__(self, kind: str, history: int) -> None:
+        super().__init__(history)
+        if kind in ("raising", "error_text"):
+            tools = [failing_add if kind == "raising" else error_text_add]
+            agent = Agent(llm=self.model, tools=tools, checkpointer=self.saver)
+        else:
+            self.model = _reads_model()
+            agent = Agent(llm=self.model, tools=[read, write], checkpointer=self.saver)
+            if kind == "unordered":
+                # The anchor: the same middleware with the ordering gate off (no reply scan, no writes lookup).
+                loop = agent._tool_loop
+                loop.options = dataclasses.replace(loop.options, ordered=False)
+        self.run = lambda prompt: agent.ainvoke(prompt, thread_id=THREAD)
+
+
+@functools.cache
+def tool_stack(kind: str, history: int) -> ToolStack:
+    """One tool-loop stack per kind and history."""
+    return ToolStack(kind, history)
 
 
 @functools.cache
@@ -113,6 +183,28 @@ def metrics() -> list[Metric]:
                 "cost of the DeltaChannel messages state alone (default durability on both sides).",
             )
         )
+    out.append(
+        turn_metric(
+            "Agent turn, raising tool / the same turn with a tool returning the error text (H=10)",
+            tool_stack("raising", 10),
+            tool_stack("error_text", 10),
+            TOOL_PROMPT,
+            1.05,
+            "SPEC §19: a tool's exception becomes the model's failed result (class: message, context values and "
+            "secret shapes redacted, cut to 2,000 chars); the anchor's tool returns that text itself.",
+        )
+    )
+    out.append(
+        turn_metric(
+            "Agent turn, 3 read-tool calls: tool loop with / without the writer-ordering bookkeeping (H=10)",
+            tool_stack("ordered", 10),
+            tool_stack("unordered", 10),
+            READS,
+            1.02,
+            "SPEC §19 writers alone: the agent has a writer tool; the reply calls only readers, so the gate "
+            "finds nothing to order (one reply scan, a writes lookup, then a dict hit per further call).",
+        )
+    )
     out.append(
         Metric(
             "history slope: Agent / create_agent+InMemorySaver [t(H=1000) - t(H=100)]",

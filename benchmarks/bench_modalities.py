@@ -23,7 +23,7 @@ from _harness import Metric
 from bench_classify import QUESTIONS, STATE
 
 from ai_utils import aclassify, get_llm
-from ai_utils.modalities._images import image_parts
+from ai_utils._images import image_parts
 from ai_utils.testing import FakeOpenAIServer
 
 _server: FakeOpenAIServer | None = None

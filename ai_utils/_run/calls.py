@@ -6,12 +6,13 @@ Everything here is plain sync code; `GraphRunner`'s ``invoke``/``ainvoke``/``str
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, GraphOutput, StateSnapshot
@@ -19,6 +20,7 @@ from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from ai_utils._run.args import config_thread_id, reject_unknown
+from ai_utils._run.record import RunRecord, check_trace_id
 from ai_utils.client import Decision, InterruptBatch, InterruptEvent
 from ai_utils.exceptions import ModelOutputError, UserError
 from ai_utils.streaming._adapter import ChunkAdapter
@@ -35,11 +37,14 @@ __all__ = [
     "RunOptions",
     "RunResult",
     "StreamOptions",
+    "check_allowed_tools",
     "check_call",
     "check_thread",
     "chunk_adapter",
     "final_result",
+    "finished_calls",
     "graph_input",
+    "graph_tool_names",
     "resume_command",
     "run_config",
     "start_input",
@@ -75,6 +80,11 @@ class RunOptions(TypedDict, total=False):
     config: RunnableConfig | None
     """A LangChain ``RunnableConfig`` (tags, metadata, run_name, callbacks, recursion_limit, configurable
     extras), merged with ours."""
+    allowed_tools: Sequence[str] | None
+    """Only these tools (by name) for this run: the model is offered no other, a call to another is refused."""
+    trace_id: str | None
+    """The run's id in trace events, ``details=True`` and audit rows (``metadata["trace_id"]``); default: a new
+    UUID, which is also LangChain's root run id."""
 
 
 class StreamOptions(RunOptions, total=False):
@@ -102,6 +112,8 @@ class RunCall:
     decisions: Decisions | None = None
     callbacks: Sequence[BaseCallbackHandler] = ()
     config: RunnableConfig | None = None
+    record: RunRecord = field(default_factory=RunRecord)
+    """What the run does (filled in as it runs; ``details=True`` reads it)."""
 
     @classmethod
     def of(cls, owner: str, method: str, input: Any, options: Mapping[str, Any]) -> RunCall:
@@ -117,6 +129,48 @@ class RunCall:
             options.get("decisions"),
             options.get("callbacks", ()),
             config,
+            _record(owner, method, options.get("trace_id"), options.get("allowed_tools"), config),
+        )
+
+
+def _record(owner: str, method: str, trace_id: Any, allowed_tools: Any, config: Any) -> RunRecord:
+    """A fresh record with the call's ``trace_id`` and ``allowed_tools`` (checked; `UserError` for bad values).
+
+    Without ``trace_id`` a caller's root run id (``config={"run_id": ...}``) is the trace id: one id per run.
+    """
+    if trace_id is None and isinstance(config, Mapping) and isinstance(config.get("run_id"), uuid.UUID):
+        return _allowed(owner, method, RunRecord(str(config["run_id"]), given_id=True), allowed_tools)
+    record = RunRecord() if trace_id is None else RunRecord(check_trace_id(trace_id), given_id=True)
+    return _allowed(owner, method, record, allowed_tools)
+
+
+def _allowed(owner: str, method: str, record: RunRecord, allowed_tools: Any) -> RunRecord:
+    if allowed_tools is not None:
+        if isinstance(allowed_tools, str) or not all(isinstance(n, str) for n in allowed_tools):
+            raise UserError(
+                f"{owner}.{method}(allowed_tools=...) must be a list of tool names, got {allowed_tools!r}; "
+                "e.g. allowed_tools=['search']."
+            )
+        record.allowed_tools = frozenset(allowed_tools)
+    return record
+
+
+def graph_tool_names(graph: Graph) -> set[str]:
+    """The names of the tools a `create_agent` graph's tool node runs."""
+    node = graph.nodes.get("tools")
+    return set(getattr(node.bound, "tools_by_name", {})) if node is not None else set()
+
+
+def check_allowed_tools(graph: Graph, record: RunRecord, *, owner: str) -> None:
+    """`UserError` when ``allowed_tools`` names a tool the graph does not have (checked before the run starts)."""
+    if record.allowed_tools is None:
+        return
+    known = graph_tool_names(graph)
+    unknown = sorted(record.allowed_tools - known)
+    if unknown:
+        raise UserError(
+            f"{owner}: allowed_tools names tools it does not have: {unknown!r}; its tools are {sorted(known)!r}. "
+            "Fix the names (MCP tools are named `<server>__<tool>`)."
         )
 
 
@@ -248,6 +302,20 @@ def graph_input(call: RunCall, config: RunnableConfig, state: StateSnapshot | No
     if state is None:
         raise TypeError("graph_input: a call without input needs the thread's state")
     return resume_command(state, config, call.decision, call.decisions)
+
+
+def finished_calls(state: StateSnapshot) -> frozenset[str]:
+    """Ids of the tool calls whose results a stopped step already stored (its finished tasks' pending writes)."""
+    ids: set[str] = set()
+    for task in state.tasks:
+        result = task.result
+        updates = result if isinstance(result, list) else [result]
+        for update in updates:
+            messages = update.get("messages") if isinstance(update, Mapping) else None
+            for message in messages if isinstance(messages, list) else [messages]:
+                if isinstance(message, ToolMessage):
+                    ids.add(message.tool_call_id)
+    return frozenset(ids)
 
 
 def final_result(output: GraphOutput[Any], *, structured: bool) -> RunResult:

@@ -1,4 +1,4 @@
-"""Two run guards every graph wrapper (`Agent`, `DeepAgent`) puts innermost in its middleware stack.
+"""The run guards every graph wrapper (`Agent`, `DeepAgent`) puts innermost in its middleware stack.
 
 - `StructuredOutputGuard`: with ``output=M`` a final answer must validate into ``M``. ``create_agent`` alone
   either loops until the recursion limit (no tools: its model->model edge retries forever), ends with the raw
@@ -6,10 +6,11 @@
   answer, feeds the validation error back up to ``retries`` times (the sans-IO loop `Chain` uses, in
   ``ai_utils._structured``) and then raises `ModelOutputError`. The retry messages live only inside one model
   step; the thread keeps the accepted answer alone.
-- `ToolExitGuard`: a tool that raises ``SystemExit``/``KeyboardInterrupt`` (or any other non-``Exception``)
-  would escape asyncio's task machinery and stop the whole server; the guard turns it into an ordinary
-  `ToolAbortedError` that ends only this run. deepagents builds its subagents (the general-purpose one too)
-  without the main agent's middleware, so `DeepAgent` also hands them `guard_tool` copies of its tools.
+- `exit_is_an_error`: a tool that raises ``SystemExit``/``KeyboardInterrupt`` (or any other non-``Exception``)
+  would escape asyncio's task machinery and stop the whole server; inside this block it becomes an ordinary
+  `ToolAbortedError` that ends only this run. The tool-loop middleware (`ai_utils._run.toolloop`) runs every
+  tool call in it; deepagents builds its subagents (the general-purpose one too) without the main agent's
+  middleware, so `DeepAgent` also hands them `guard_tool` copies of its tools.
 """
 
 from __future__ import annotations
@@ -18,21 +19,18 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.structured_output import StructuredOutputError
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.types import Command
 from pydantic import BaseModel
 
 from ai_utils._structured import InvalidReply, _Attempts, check_retries, parse_json_reply
 
-_R = TypeVar("_R")
-
-__all__ = ["StructuredOutputGuard", "ToolAbortedError", "ToolExitGuard", "guard_tool", "guards"]
+__all__ = ["StructuredOutputGuard", "ToolAbortedError", "exit_is_an_error", "guard_tool", "guards"]
 
 
 class ToolAbortedError(RuntimeError):
@@ -143,7 +141,7 @@ class StructuredOutputGuard(AgentMiddleware[AgentState[Any], Any, Any]):
 
 
 @contextlib.contextmanager
-def _exit_is_an_error(request: ToolCallRequest | str) -> Iterator[None]:
+def exit_is_an_error(request: ToolCallRequest | str) -> Iterator[None]:
     """Inside the block, a tool's ``SystemExit``/``KeyboardInterrupt`` becomes `ToolAbortedError`.
 
     Cancellation and generator shutdown pass through: they are how asyncio and LangGraph stop a run.
@@ -162,41 +160,12 @@ def _exit_is_an_error(request: ToolCallRequest | str) -> Iterator[None]:
         ) from error
 
 
-class ToolExitGuard(AgentMiddleware[AgentState[Any], Any, Any]):
-    """Turn a tool's ``SystemExit``/``KeyboardInterrupt`` into `ToolAbortedError`, which ends only this run."""
-
-    @property
-    def name(self) -> str:
-        """Middleware name (unique in the stack)."""
-        return "ai_utils.ToolExitGuard"
-
-    def wrap_tool_call(
-        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
-    ) -> ToolMessage | Command[Any]:
-        """Run the tool; a process-level exit becomes an ordinary exception."""
-        with _exit_is_an_error(request):
-            return handler(request)
-
-    def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> Coroutine[Any, Any, ToolMessage | Command[Any]]:
-        """Async twin of `wrap_tool_call` (a plain method: see `ai_utils._run.hooks`)."""
-        return _aguarded(request, handler(request))
-
-
-async def _aguarded(request: ToolCallRequest, pending: Awaitable[_R]) -> _R:
-    with _exit_is_an_error(request):
-        return await pending
-
-
 def guards(output: type[BaseModel] | None, retries: int) -> list[AgentMiddleware[Any, Any, Any]]:
-    """The guard middleware for one wrapper, to append last (innermost) to its stack."""
-    stack: list[AgentMiddleware[Any, Any, Any]] = [ToolExitGuard()]
-    if output is not None:
-        stack.append(StructuredOutputGuard(output, retries=retries))
-    return stack
+    """The guard middleware for one wrapper, to append last (innermost) to its stack.
+
+    The tool guard is part of the tool-loop middleware, first in the stack (`ai_utils._run.toolloop`).
+    """
+    return [StructuredOutputGuard(output, retries=retries)] if output is not None else []
 
 
 def guard_tool(tool: BaseTool) -> BaseTool:
@@ -213,7 +182,7 @@ def guard_tool(tool: BaseTool) -> BaseTool:
 
         @functools.wraps(func)
         def run(*args: Any, **kwargs: Any) -> Any:
-            with _exit_is_an_error(tool.name):
+            with exit_is_an_error(tool.name):
                 return func(*args, **kwargs)
 
         update["func"] = run
@@ -221,7 +190,7 @@ def guard_tool(tool: BaseTool) -> BaseTool:
 
         @functools.wraps(coroutine)
         async def arun(*args: Any, **kwargs: Any) -> Any:
-            with _exit_is_an_error(tool.name):
+            with exit_is_an_error(tool.name):
                 return await coroutine(*args, **kwargs)
 
         update["coroutine"] = arun

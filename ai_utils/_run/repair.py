@@ -183,42 +183,44 @@ class ModelCallRepair(AgentMiddleware[AgentState[Any], Any, Any]):
     """The repair step as a model-call hook (`Agent`): repair what the model sees, store it with its answer.
 
     Args:
-        step: a `CallStep` to run in the same hook, inside the repair (the mode router).
+        steps: the `CallStep` objects to run in the same hook, inside the repair, in this order (the mode
+            router, then the tool loop's model-call part); ``None`` entries are skipped.
     """
 
-    def __init__(self, step: CallStep | None = None) -> None:
+    def __init__(self, *steps: CallStep | None) -> None:
         super().__init__()
-        self.step = step
-        # The step's state keys (the mode router's stored mode) join the graph's state through this middleware.
-        schema = getattr(step, "state_schema", None)
-        if schema is not None:
-            self.state_schema = schema
+        self.steps = tuple(step for step in steps if step is not None)
+        # The steps' state keys (the mode router's stored mode) join the graph's state through this middleware.
+        schemas = [s for step in self.steps if (s := getattr(step, "state_schema", None)) not in (None, AgentState)]
+        if schemas:
+            self.state_schema = schemas[0]
 
     @property
     def name(self) -> str:
         """Middleware name (unique in the stack)."""
         return "ai_utils.ThreadRepair"
 
-    def _prepare(self, request: ModelRequest) -> tuple[ModelRequest, list[AnyMessage] | None, Any]:
+    def _prepare(self, request: ModelRequest) -> tuple[ModelRequest, list[AnyMessage] | None, list[Any]]:
         history = _repaired(request.messages)
         if history is not None:
             request = request.override(messages=history)
-        token = None
-        if self.step is not None:
-            request, token = self.step.before(request)
-        return request, history, token
+        tokens: list[Any] = []
+        for step in self.steps:
+            request, token = step.before(request)
+            tokens.append(token)
+        return request, history, tokens
 
     def _stored(
-        self, response: ModelResponse, history: list[AnyMessage] | None, token: Any
+        self, response: ModelResponse, history: list[AnyMessage] | None, tokens: list[Any]
     ) -> ModelResponse | ExtendedModelResponse[Any]:
-        after = self.step.after(response, token) if self.step is not None else []
+        after = [m for step, token in zip(self.steps, tokens, strict=True) for m in step.after(response, token)]
         if history is None:
             if not after:
                 return response
             messages: list[BaseMessage] = after
         else:
             # One rewrite of the thread: the repaired history, the model's answer (already appended by the model
-            # node's own update, which the rewrite replaces), then what the step stores after it.
+            # node's own update, which the rewrite replaces), then what the steps store after it.
             messages = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *history, *response.result, *after]
         return ExtendedModelResponse(model_response=response, command=Command(update={"messages": messages}))
 
@@ -226,22 +228,22 @@ class ModelCallRepair(AgentMiddleware[AgentState[Any], Any, Any]):
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse | ExtendedModelResponse[Any]:
         """Call the model on the repaired history; the rewrite is stored in the model's step."""
-        prepared, history, token = self._prepare(request)
-        return self._stored(handler(prepared), history, token)
+        prepared, history, tokens = self._prepare(request)
+        return self._stored(handler(prepared), history, tokens)
 
     def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> Coroutine[Any, Any, ModelResponse | ExtendedModelResponse[Any]]:
         """Async twin of `wrap_model_call` (a plain method: see `ai_utils._run.hooks`)."""
-        prepared, history, token = self._prepare(request)
-        if history is None and self.step is None:
+        prepared, history, tokens = self._prepare(request)
+        if history is None and not self.steps:
             return awaited(handler(prepared))
-        return self._astored(handler(prepared), history, token)
+        return self._astored(handler(prepared), history, tokens)
 
     async def _astored(
-        self, pending: Awaitable[ModelResponse], history: list[AnyMessage] | None, token: Any
+        self, pending: Awaitable[ModelResponse], history: list[AnyMessage] | None, tokens: list[Any]
     ) -> ModelResponse | ExtendedModelResponse[Any]:
-        return self._stored(await pending, history, token)
+        return self._stored(await pending, history, tokens)
 
 
 def _repaired(messages: Sequence[AnyMessage]) -> list[AnyMessage] | None:

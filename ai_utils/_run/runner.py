@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Any, Generic, cast
+from typing import Any, Generic, Literal, cast, overload
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from langgraph.types import Durability
+from langgraph.types import Durability, StateSnapshot
 from pydantic import BaseModel
 from typing_extensions import TypeVar, Unpack
 
@@ -33,18 +33,22 @@ from ai_utils._run.calls import (
     RunOptions,
     RunResult,
     StreamOptions,
+    check_allowed_tools,
     check_call,
     chunk_adapter,
     final_result,
+    finished_calls,
     graph_input,
+    graph_tool_names,
     run_config,
 )
 from ai_utils._run.context import check_context
 from ai_utils._run.durable import SessionMethods
 from ai_utils._run.locks import RunLock, thread_lock
+from ai_utils._run.record import AgentRun, TraceSink, aemit_trace, bind_record, emit_trace
 from ai_utils._run.threads import ThreadState
 from ai_utils._utils import iterate_sync, run_sync
-from ai_utils.client import Decision, StreamChunk
+from ai_utils.client import Decision, StreamChunk, is_interrupt
 from ai_utils.exceptions import UserError
 from ai_utils.streaming._adapter import ChunkAdapter, aadapt, adapt, stream_kwargs
 from ai_utils.tools._mcp_config import MCPServer
@@ -74,6 +78,9 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
     # Sees the graph input of every new turn and may add to it (the mode router stores the turn's mode there:
     # decided once, from the message that started the turn).
     _start_hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # ``on_trace``: where the run's trace events go (`ai_utils._run.record`).
+    _on_trace: TraceSink | None = None
+    name: str | None = None
 
     def _build(self, tools: Sequence[BaseTool]) -> Graph:
         raise NotImplementedError
@@ -87,8 +94,7 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
         graph = self._build(tools)
         if not gated or not self._gated:
             return graph
-        node = graph.nodes.get("tools")
-        known = set(getattr(node.bound, "tools_by_name", {})) if node is not None else set()
+        known = graph_tool_names(graph)
         unknown = sorted(set(self._gated) - known)
         if unknown:
             raise UserError(
@@ -106,27 +112,59 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
 
     # --- public run methods -------------------------------------------------------------------------------
 
-    def invoke(self, input: Any = None, **options: Unpack[RunOptions]) -> OutputT | Interrupt:
+    @overload
+    def invoke(
+        self, input: Any = None, *, details: Literal[False] = False, **options: Unpack[RunOptions]
+    ) -> OutputT | Interrupt: ...
+
+    @overload
+    def invoke(
+        self, input: Any = None, *, details: Literal[True], **options: Unpack[RunOptions]
+    ) -> AgentRun[OutputT] | Interrupt: ...
+
+    def invoke(
+        self, input: Any = None, *, details: bool = False, **options: Unpack[RunOptions]
+    ) -> OutputT | AgentRun[OutputT] | Interrupt:
         """Run one turn (or resume a paused one) to the end.
 
         Args:
             input: the user's message (a str or LangChain messages); leave it out to answer a pending approval
                 with ``decision``/``decisions``, or to continue a run that stopped (e.g. in a crash).
-            **options: ``thread_id``, ``context``, ``decision``, ``decisions``, ``callbacks``, ``config``
-                (see `RunOptions`).
+            details: return an `AgentRun` (the answer with the run's model calls, usage, model, the actions its
+                tools proposed and its ``trace_id``) instead of the bare answer; an interrupt is still returned
+                as the interrupt.
+            **options: ``thread_id``, ``context``, ``decision``, ``decisions``, ``callbacks``, ``config``,
+                ``allowed_tools``, ``trace_id`` (see `RunOptions`).
 
         Returns:
             The answer text, the ``output`` model instance, or an interrupt chunk (``{"kind": "interrupt", ...}``)
-            when a tool waits for approval.
+            when a tool waits for approval (with ``details=True``: an `AgentRun` instead of the answer).
 
         Raises:
-            UserError: a bad call (input and a decision, no ``thread_id`` with a checkpointer, an unknown option).
+            UserError: a bad call (input and a decision, no ``thread_id`` with a checkpointer, an unknown option
+                or tool name in ``allowed_tools``).
         """
-        return self._typed(self._invoke(RunCall.of(self._owner, "invoke", input, options)))
+        call = RunCall.of(self._owner, "invoke", input, options)
+        return self._answered(self._answer(call, self._invoke(call), details))
 
-    async def ainvoke(self, input: Any = None, **options: Unpack[RunOptions]) -> OutputT | Interrupt:
+    @overload
+    async def ainvoke(
+        self, input: Any = None, *, details: Literal[False] = False, **options: Unpack[RunOptions]
+    ) -> OutputT | Interrupt: ...
+
+    @overload
+    async def ainvoke(
+        self, input: Any = None, *, details: Literal[True], **options: Unpack[RunOptions]
+    ) -> AgentRun[OutputT] | Interrupt: ...
+
+    async def ainvoke(
+        self, input: Any = None, *, details: bool = False, **options: Unpack[RunOptions]
+    ) -> OutputT | AgentRun[OutputT] | Interrupt:
         """Async twin of `invoke`."""
-        return self._typed(await self._ainvoke(RunCall.of(self._owner, "ainvoke", input, options)))
+        call = RunCall.of(self._owner, "ainvoke", input, options)
+        result = self._answer(call, await self._ainvoke(call), details)
+        await call.record.flush()
+        return self._answered(result)
 
     def stream(self, input: Any = None, **options: Unpack[StreamOptions]) -> Iterator[StreamChunk]:
         """Run one turn (or resume one) and yield its chunks as they come.
@@ -146,6 +184,46 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
     def _typed(self, result: RunResult) -> OutputT | Interrupt:
         # The constructor overloads tie OutputT to ``output`` (and ``actions``), which decide what a run returns.
         return cast("OutputT | Interrupt", result)
+
+    def _answered(self, result: Any) -> OutputT | AgentRun[OutputT] | Interrupt:
+        # As `_typed`, for a result that may be an `AgentRun` (``details=True``).
+        return cast("OutputT | AgentRun[OutputT] | Interrupt", result)
+
+    def _answer(self, call: RunCall, result: Any, details: bool) -> Any:
+        """The end of an ``invoke``: the ``completed`` trace event, and with ``details`` the `AgentRun`.
+
+        A wrapper that post-processes the answer (the actions agent) does so first and hands the result here.
+        """
+        interrupted = is_interrupt(result)
+        emit_trace(call.record, "completed", call.record.summary(interrupted=interrupted))
+        return call.record.result(result) if details and not interrupted else result
+
+    def _bind(self, call: RunCall, config: RunnableConfig) -> RunnableConfig:
+        """``config`` carrying the call's `RunRecord` (named after the agent, with its trace sink)."""
+        record = call.record
+        record.agent = self.name or self._owner
+        record.sink = self._on_trace
+        return bind_record(config, record)
+
+    @contextlib.contextmanager
+    def _traced(self, call: RunCall, config: RunnableConfig, state: StateSnapshot | None) -> Iterator[None]:
+        """``started`` now, ``failed`` (with the error's class) if the block raises."""
+        emit_trace(call.record, "started", _started(call, config, state))
+        try:
+            yield
+        except BaseException as error:
+            emit_trace(call.record, "failed", {"error_type": type(error).__name__})
+            raise
+
+    @contextlib.asynccontextmanager
+    async def _atraced(self, call: RunCall, config: RunnableConfig, state: StateSnapshot | None) -> AsyncIterator[None]:
+        """Async twin of `_traced`."""
+        await aemit_trace(call.record, "started", _started(call, config, state))
+        try:
+            yield
+        except BaseException as error:
+            await aemit_trace(call.record, "failed", {"error_type": type(error).__name__})
+            raise
 
     # --- the shells over the shared steps ----------------------------------------------------------------
 
@@ -167,7 +245,7 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
             has_checkpointer=self.checkpointer is not None,
         )
         warn_unstored_thread(self, call.thread_id)
-        return self._config(call.thread_id, call.callbacks, call.config)
+        return self._bind(call, self._config(call.thread_id, call.callbacks, call.config))
 
     def _graph_input(self, call: RunCall, config: RunnableConfig, state: Any) -> Any:
         """`graph_input`, and for a new turn (an input) the wrapper's start hook on it."""
@@ -215,19 +293,23 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
         if self._graph is None:
             return run_sync(lambda: self._ainvoke(call), what=f"{self._owner}.invoke with MCP servers")
         graph = self._graph
+        check_allowed_tools(graph, call.record, owner=self._owner)
         with self._hold(config):
-            state = graph.get_state(config) if call.input is None else None
-            output = graph.invoke(
-                self._graph_input(call, config, state), config, **self._graph_options(call), version="v2"
-            )
+            state = _continued(call, graph.get_state(config)) if call.input is None else None
+            with self._traced(call, config, state):
+                output = graph.invoke(
+                    self._graph_input(call, config, state), config, **self._graph_options(call), version="v2"
+                )
         return final_result(output, structured=self.output is not None)
 
     async def _ainvoke(self, call: RunCall) -> RunResult:
         async with self._open(self._checked_config(call)) as (graph, config):
-            state = await graph.aget_state(config) if call.input is None else None
-            output = await graph.ainvoke(
-                self._graph_input(call, config, state), config, **self._graph_options(call), version="v2"
-            )
+            check_allowed_tools(graph, call.record, owner=self._owner)
+            state = _continued(call, await graph.aget_state(config)) if call.input is None else None
+            async with self._atraced(call, config, state):
+                output = await graph.ainvoke(
+                    self._graph_input(call, config, state), config, **self._graph_options(call), version="v2"
+                )
         return final_result(output, structured=self.output is not None)
 
     def _stream(self, call: RunCall, adapter: ChunkAdapter) -> Iterator[StreamChunk]:
@@ -239,33 +321,38 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
             )
             return
         graph = self._graph
+        check_allowed_tools(graph, call.record, owner=self._owner)
         with self._hold(config):
-            state = graph.get_state(config) if call.input is None else None
-            parts = graph.stream(
-                self._graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
-            )
-            yield from adapt(parts, adapter)  # closing this generator closes adapt's, which closes the run
+            state = _continued(call, graph.get_state(config)) if call.input is None else None
+            with self._traced(call, config, state):
+                parts = graph.stream(
+                    self._graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
+                )
+                yield from adapt(parts, adapter)  # closing this generator closes adapt's, which closes the run
+        emit_trace(call.record, "completed", call.record.summary(interrupted=bool(adapter.interrupts)))
 
     async def _arun_stream(
         self, call: RunCall, adapter: ChunkAdapter, config: RunnableConfig | None = None
     ) -> AsyncIterator[StreamChunk]:
         # Without ``config`` the call is checked here, at the first __anext__, so the error surfaces inside the
         # stream (StreamResponse answers it with a 400 JSON body).
-        if config is None:
-            config = self._checked_config(call)
+        config = self._checked_config(call) if config is None else self._bind(call, config)
         async with self._open(config) as (graph, config):
-            state = await graph.aget_state(config) if call.input is None else None
-            parts = graph.astream(
-                self._graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
-            )
-            chunks = aadapt(parts, adapter)
-            try:
-                async for chunk in chunks:
-                    yield chunk
-            finally:
-                # A consumer that stops early must stop the graph run now, before the MCP sessions close;
-                # left to the garbage collector, the run would go on in the background for a while.
-                await cast("Any", chunks).aclose()
+            check_allowed_tools(graph, call.record, owner=self._owner)
+            state = _continued(call, await graph.aget_state(config)) if call.input is None else None
+            async with self._atraced(call, config, state):
+                parts = graph.astream(
+                    self._graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
+                )
+                chunks = aadapt(parts, adapter)
+                try:
+                    async for chunk in chunks:
+                        yield chunk
+                finally:
+                    # A consumer that stops early must stop the graph run now, before the MCP sessions close;
+                    # left to the garbage collector, the run would go on in the background for a while.
+                    await cast("Any", chunks).aclose()
+        await aemit_trace(call.record, "completed", call.record.summary(interrupted=bool(adapter.interrupts)))
 
     def _astream_run(
         self,
@@ -280,3 +367,15 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
         return self._arun_stream(
             RunCall(input, context=context, decision=decision, decisions=decisions), adapter, config
         )
+
+
+def _continued(call: RunCall, state: StateSnapshot) -> StateSnapshot:
+    """Note the tool calls a stopped step already finished (they never run again; later calls must not wait)."""
+    call.record.ended = finished_calls(state)
+    return state
+
+
+def _started(call: RunCall, config: RunnableConfig, state: StateSnapshot | None) -> dict[str, Any]:
+    thread_id = (config.get("configurable") or {}).get("thread_id")
+    kind = "message" if call.input is not None else "resume" if state is not None and state.interrupts else "continue"
+    return {"thread_id": thread_id, "input": kind}

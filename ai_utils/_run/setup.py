@@ -10,6 +10,8 @@ A wrapper's ``__init__`` rejects unknown keywords, checks its own options, then 
 3. `Wrapper._setup_run`: name, description, ``context_schema``, callbacks, the mode router.
 4. `Wrapper._setup_model`: ``prompt`` and ``output`` checked, the run guards, the chat model resolved (last:
    ``llm=None`` reads the environment).
+5. `Wrapper._setup_tool_loop`: the tool-loop middleware (`ai_utils._run.toolloop`: tool errors, writers alone,
+   loop limits, ``on_trace``), which the wrapper puts first in its stack.
 
 Durable sessions and modes live in rooms below this one (``sessions/``, ``routing/``), so the wrapper imports
 them and hands their pieces in: the `Sessions` link from ``ai_utils.sessions._attach.attach``, and the mode
@@ -20,11 +22,12 @@ middleware it appends to ``_mode_middleware``. Then it builds its graph with `Gr
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain.agents.middleware import InterruptOnConfig
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tools import BaseTool
+from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Durability
 from pydantic import BaseModel
 from typing_extensions import TypedDict
@@ -35,6 +38,7 @@ from ai_utils._run.guards import guards
 from ai_utils._run.hitl import to_interrupt_on
 from ai_utils._run.repair import ThreadRepair
 from ai_utils._run.runner import GraphRunner, OutputT
+from ai_utils._run.toolloop import FollowupToolChoice, ToolCalls, ToolErrors, ToolLoop, ToolLoopOptions
 from ai_utils.exceptions import UserError
 from ai_utils.tools._mcp_config import MCPServer, describe_mcp_servers
 from ai_utils.tools._normalize import normalize_tools
@@ -43,6 +47,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langgraph.types import Checkpointer
 
+    from ai_utils._run.record import TraceSink
     from ai_utils.tools.registry import ToolRegistry
 
 __all__ = ["Wrapper", "WrapperOptions"]
@@ -62,6 +67,9 @@ class WrapperOptions(TypedDict, total=False):
     context_schema: type[Any] | None
     callbacks: Sequence[BaseCallbackHandler]
     retries: int
+    tool_errors: ToolErrors
+    parallel_tools: bool
+    on_trace: TraceSink | None
     # ``modes`` and ``sessions`` are typed by each wrapper: their types live in rooms below this one; ``prompt``
     # too, as each wrapper takes its own forms (a str or a list of str; `Agent` also a function).
 
@@ -125,6 +133,57 @@ class Wrapper(GraphRunner[OutputT]):
         self.retries = retries
         self._guards = guards(output, retries)
         self.llm = resolve_llm(llm, owner=self._owner)
+
+    def _setup_tool_loop(
+        self,
+        *,
+        tool_errors: Any,
+        parallel_tools: Any,
+        on_trace: Any,
+        max_iterations: Any = None,
+        decide_followup_tool_choice: FollowupToolChoice | None = None,
+        model_hook: bool = True,
+    ) -> None:
+        """After `_setup_model`: the tool-loop middleware as ``self._tool_loop`` (`UserError` for a bad option).
+
+        Args:
+            tool_errors: ``"model"`` or ``"raise"``.
+            parallel_tools: ``False`` runs every tool call alone.
+            on_trace: the trace sink, or ``None``.
+            max_iterations: tool rounds before the model must answer (``None``: no limit).
+            decide_followup_tool_choice: ``tool_choice`` for each follow-up model call.
+            model_hook: ``False`` when the wrapper runs its model-call part on a model-call hook it has anyway
+                (`Agent`: the repair step's, as a `CallStep`).
+        """
+        if on_trace is not None and not callable(on_trace):
+            raise UserError(
+                f"{self._owner}(on_trace=...) must be a function of one AgentTraceEvent (sync or async), got "
+                f"{on_trace!r}."
+            )
+        self._on_trace = on_trace
+        options = ToolLoopOptions.checked(
+            owner=self._owner,
+            tool_errors=tool_errors,
+            parallel_tools=parallel_tools,
+            max_iterations=max_iterations,
+            decide_followup_tool_choice=decide_followup_tool_choice,
+            writes_default=self._writes_default(),
+        )
+        self.tool_errors = options.tool_errors
+        self.parallel_tools = options.parallel_tools
+        self._tool_loop: ToolCalls = (ToolLoop if model_hook else ToolCalls)(options, self.llm)
+
+    def _writes_default(self) -> Any:
+        """With durable sessions a tool whose metadata does not say ``writes`` writes unless it is idempotent."""
+        is_idempotent = getattr(self._repair[0], "is_idempotent", None) if self._sessions_link is not None else None
+        if is_idempotent is None:
+            return None
+
+        def writes(name: str, tool: BaseTool | None) -> bool:
+            call: Any = {"name": name, "args": {}, "id": None, "type": "tool_call"}
+            return not is_idempotent(ToolCallRequest(tool_call=call, tool=tool, state={}, runtime=cast("Any", None)))
+
+        return writes
 
     @property
     def system_prompt(self) -> str | None:

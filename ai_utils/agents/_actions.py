@@ -15,22 +15,22 @@ The run's `ActionsRun` (actor, the caller's ``metadata``, trace id, what the rep
 run config under `RUN_KEY`; LangGraph keeps ``__``-prefixed keys out of checkpoint metadata, so the actor is
 never stored. ``context`` values go to the prompt callable only: never logged, stored or traced.
 
-Trace seam: ``ActionsMiddleware.trace(type, data)`` is called with ``("action.proposed", {...})`` and
-``("action.validated", {...})``; it does nothing until ``Agent(on_trace=...)`` is wired to it.
+Trace events: each proposal is an ``action.proposed`` and each validation an ``action.validated`` event to the
+run's ``on_trace`` sink (`ai_utils._run.record.emit_trace`; action ids, status and reason, never the params).
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 
+from ai_utils._run.record import TraceEventType, current_record, emit_trace
 from ai_utils.exceptions import UserError
 from ai_utils.gateway.actions._directives import DirectiveResult, parse_assistant_directives
 from ai_utils.gateway.actions._prompt import render_actions_prompt
@@ -52,8 +52,14 @@ TraceSeam = Callable[[str, Mapping[str, Any]], None]
 """``trace(type, data)``: where ``Agent(on_trace=...)`` hooks in for ``action.proposed``/``action.validated``."""
 
 
-def _no_trace(type: str, data: Mapping[str, Any]) -> None:
-    return None
+def _emit(type: str, data: Mapping[str, Any]) -> None:
+    """Send a trace event to the running run's `RunRecord` (no record: a graph driven by hand, nothing to do)."""
+    try:
+        record = current_record(get_config())
+    except RuntimeError:
+        return
+    if record is not None:
+        emit_trace(record, cast("TraceEventType", type), dict(data))
 
 
 @dataclass(slots=True)
@@ -102,27 +108,27 @@ def check_max_actions(max_actions: Any) -> int | None:
     raise UserError(f"max_actions must be an int >= 0 (or None for no cap), got {max_actions!r}; e.g. max_actions=3.")
 
 
-def start(actor: Any, config: RunnableConfig | None) -> tuple[ActionsRun, RunnableConfig]:
-    """A run's `ActionsRun` and the caller's ``config`` carrying it (its ``run_id`` is the trace id).
+def start(actor: Any, config: RunnableConfig | None, trace_id: str) -> tuple[ActionsRun, RunnableConfig]:
+    """A run's `ActionsRun` and the caller's ``config`` carrying it.
 
     Args:
         actor: the ``actor=`` of the call (an `Actor` or a mapping).
         config: the caller's LangChain config, if any (never changed).
+        trace_id: the run's trace id (its `RunRecord`'s: one id per run in trace events, audit rows and the
+            `DirectiveResult`; the run path makes it the root run id).
 
     Returns:
         The run and the config to run with.
     """
     if config is not None and not isinstance(config, Mapping):
         # Not a config: the run's own checks refuse it with their message (`merge_run_config`).
-        return ActionsRun(actor=to_actor(actor)), config
+        return ActionsRun(actor=to_actor(actor), trace_id=trace_id), config
     merged: dict[str, Any] = dict(config or {})
-    run_id = merged.get("run_id") or uuid.uuid4()
-    merged["run_id"] = run_id  # the root run id: the parent of the turn's audit rows and traces
     metadata = merged.get("metadata")
     run = ActionsRun(
         actor=to_actor(actor),
         metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
-        trace_id=str(run_id),
+        trace_id=trace_id,
     )
     merged["configurable"] = {**(merged.get("configurable") or {}), RUN_KEY: run}
     return run, RunnableConfig(**merged)  # type: ignore[typeddict-item]
@@ -160,7 +166,7 @@ class ActionsMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.registry = registry
         self.max_actions = max_actions
         self.model = model
-        self.trace: TraceSeam = _no_trace
+        self.trace: TraceSeam = _emit
 
     @property
     def name(self) -> str:
@@ -217,11 +223,11 @@ class ActionsMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         write = request.runtime.stream_writer
         for proposal in parsed.actions:
             run.proposed += 1
-            self.trace("action.proposed", {"trace_id": run.trace_id, "id": proposal.id, "params": proposal.params})
+            self.trace("action.proposed", {"id": proposal.id})
             validated = self.registry.validate(proposal, run.actor)
             self.trace(
                 "action.validated",
-                {"trace_id": run.trace_id, "id": validated.id, "status": validated.status, "reason": validated.reason},
+                {"id": validated.id, "status": validated.status, "reason": validated.reason},
             )
             run.actions.append(validated)
             write(directive_part("action", id=validated.id, status=validated.status, params=validated.params))

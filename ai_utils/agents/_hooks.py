@@ -3,8 +3,8 @@
 ``before_tool_call(name, args)`` may return changed args, ``False`` to block, or ``None`` to keep the args;
 ``after_tool_call(name, result)`` observes each tool result; ``should_break_early(iteration)`` ends the run
 before the next model call; ``on_provider_error(error, iteration)`` observes a failed model call (the error
-still propagates); ``max_iterations`` bounds model calls per run, with ``tool_choice="none"`` on the last one
-so the model answers instead of asking for more tools. Every hook may be sync or async.
+still propagates). Every hook may be sync or async. ``max_iterations`` and ``decide_followup_tool_choice`` live
+in the run path's tool loop (`ai_utils._run.toolloop`), which every wrapper has.
 """
 
 from __future__ import annotations
@@ -85,16 +85,12 @@ class ToolLoopHooks(AgentMiddleware[AgentState[Any], Any, Any]):
         after_tool_call: AfterToolCall | None = None,
         should_break_early: ShouldBreakEarly | None = None,
         on_provider_error: OnProviderError | None = None,
-        max_iterations: int | None = None,
     ) -> None:
         super().__init__()
-        if max_iterations is not None and (not isinstance(max_iterations, int) or max_iterations < 1):
-            raise UserError(f"max_iterations must be a positive int, got {max_iterations!r}; e.g. max_iterations=5.")
         self.before_tool_call = before_tool_call
         self.after_tool_call = after_tool_call
         self.should_break_early = should_break_early
         self.on_provider_error = on_provider_error
-        self.max_iterations = max_iterations
 
     @property
     def name(self) -> str:
@@ -103,19 +99,14 @@ class ToolLoopHooks(AgentMiddleware[AgentState[Any], Any, Any]):
 
     # --- stopping ----------------------------------------------------------------------------------------
 
-    def _stop_reason(self, iteration: int, wants_break: Any) -> bool:
-        if self.max_iterations is not None and iteration >= self.max_iterations:
-            return True
-        return bool(wants_break)
-
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """End the run when the iteration budget is spent or `should_break_early` says so."""
+        """End the run when `should_break_early` says so."""
         iteration = iteration_of(state["messages"])
         wants = False
         if self.should_break_early is not None and iteration > 0:
             wants = _sync(self.should_break_early(iteration), "should_break_early")
-        return {"jump_to": "end"} if self._stop_reason(iteration, wants) else None
+        return {"jump_to": "end"} if wants else None
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -124,20 +115,14 @@ class ToolLoopHooks(AgentMiddleware[AgentState[Any], Any, Any]):
         wants = False
         if self.should_break_early is not None and iteration > 0:
             wants = await _async(self.should_break_early(iteration))
-        return {"jump_to": "end"} if self._stop_reason(iteration, wants) else None
+        return {"jump_to": "end"} if wants else None
 
     # --- model calls -------------------------------------------------------------------------------------
 
-    def _last_call(self, request: ModelRequest) -> ModelRequest:
-        if self.max_iterations is not None and iteration_of(request.messages) + 1 >= self.max_iterations:
-            if request.tools:
-                return request.override(tool_choice="none")
-        return request
-
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
-        """Force a final answer on the last allowed iteration; report provider errors."""
+        """Report provider errors to `on_provider_error`."""
         try:
-            return handler(self._last_call(request))
+            return handler(request)
         except Exception as error:
             if self.on_provider_error is not None:
                 _sync(self.on_provider_error(error, iteration_of(request.messages) + 1), "on_provider_error")
@@ -153,7 +138,7 @@ class ToolLoopHooks(AgentMiddleware[AgentState[Any], Any, Any]):
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse:
         try:
-            return await handler(self._last_call(request))
+            return await handler(request)
         except Exception as error:
             if self.on_provider_error is not None:
                 await _async(self.on_provider_error(error, iteration_of(request.messages) + 1))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Never, cast, overload
 
@@ -15,10 +16,12 @@ from typing_extensions import TypeVar, Unpack
 from ai_utils._run.args import check_store, keyword_names, reject_unknown
 from ai_utils._run.calls import Interrupt, ModelT, RunCall, RunOptions, RunResult, StreamOptions, chunk_adapter
 from ai_utils._run.hitl import hitl_middleware
+from ai_utils._run.record import AgentRun
 from ai_utils._run.repair import ModelCallRepair
 from ai_utils._run.runner import Graph
 from ai_utils._run.setup import Wrapper, WrapperOptions
 from ai_utils._run.state import AgentState
+from ai_utils._run.toolloop import FollowupToolChoice, ToolErrors
 from ai_utils.agents._actions import ActionsMiddleware, ActionsRun, PromptFunction, check_max_actions, start
 from ai_utils.agents._hooks import AfterToolCall, BeforeToolCall, OnProviderError, ShouldBreakEarly, ToolLoopHooks
 from ai_utils.client import StreamChunk
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
     from langgraph.types import Checkpointer
 
+    from ai_utils._run.record import TraceSink
     from ai_utils.gateway.actions import ActionRegistry, DirectiveResult
     from ai_utils.routing.modes import ModeRouter
     from ai_utils.sessions._content import ImageResizer
@@ -55,6 +59,7 @@ class AgentOptions(WrapperOptions, total=False):
     should_break_early: ShouldBreakEarly | None
     on_provider_error: OnProviderError | None
     max_iterations: int | None
+    decide_followup_tool_choice: FollowupToolChoice | None
     durability: Durability
     modes: ModeRouter | None
     sessions: SessionStore | None
@@ -97,7 +102,23 @@ class Agent(Wrapper[OutputT]):
         after_tool_call: ``(name, result)``, called after each tool.
         should_break_early: ``(iteration) -> bool``, asked before each further model call.
         on_provider_error: ``(error, iteration)``, called when a model call fails (the error still propagates).
-        max_iterations: at most this many model calls per run; the last one may not call tools.
+        max_iterations: after this many model calls of a turn that asked for tools (default 5), the next call
+            gets ``tool_choice="none"`` and must answer (a tool call in that answer is dropped); ``None`` lifts
+            the limit. The count is kept on the stored turn: a resumed or continued turn carries it on.
+        decide_followup_tool_choice: ``(iteration, messages) -> "auto" | "required" | "none" | <tool name>``
+            (or ``None`` to leave it), asked before each model call that follows a tool round (``iteration``:
+            the tool rounds so far) and sent as that call's ``tool_choice``; another value is a `UserError`.
+        tool_errors: ``"model"`` (default): an ``Exception`` a tool raises reaches the model as a failed tool
+            result ``"<ExceptionClass>: <message>"`` (secret shapes and ``context`` values redacted, at most
+            2,000 characters; the stream's tool ``end`` chunk has ``"status": "error"``) and the run goes on;
+            ``"raise"``: the exception ends the run.
+        parallel_tools: ``True`` (default): the calls of one model reply run in reply order, calls of tools that
+            do not write at the same time, and a call of a tool with ``writes=True`` (`durable_tool`,
+            ``tool.metadata["writes"]``, the ToolRegistry key ``writes``; with sessions: every tool that is not
+            idempotent) alone. ``False``: every call alone.
+        on_trace: ``fn(AgentTraceEvent)`` (sync or async) for each step of a run: ``started``,
+            ``model.requested``, ``model.responded``, ``tool.started``, ``tool.finished``, ``completed``,
+            ``failed``. A sink that raises is logged and never fails the run.
         callbacks: LangChain callback handlers for every run, e.g. ``[gateway.callback("support", actor=user)]``;
             ``invoke``/``stream`` take more per call.
         actions: an `ActionRegistry`: the answer's ``!>`` action directives are validated against it (for the
@@ -171,7 +192,11 @@ class Agent(Wrapper[OutputT]):
         after_tool_call: AfterToolCall | None = None,
         should_break_early: ShouldBreakEarly | None = None,
         on_provider_error: OnProviderError | None = None,
-        max_iterations: int | None = None,
+        max_iterations: int | None = 5,
+        decide_followup_tool_choice: FollowupToolChoice | None = None,
+        tool_errors: ToolErrors = "model",
+        parallel_tools: bool = True,
+        on_trace: TraceSink | None = None,
         durability: Durability = "sync",
         context_schema: type[Any] | None = None,
         callbacks: Sequence[BaseCallbackHandler] = (),
@@ -208,6 +233,17 @@ class Agent(Wrapper[OutputT]):
         self._setup_thread(checkpointer, link, interrupt_on, durability)
         self._setup_run(name, describe, context_schema, callbacks, modes)
         self._setup_model(llm, None if prompt_fn is not None else prompt, output, retries)
+        with_sessions = self.sessions is not None
+        # Without sessions the tool loop's model-call part rides on the repair step's hook (one hook less).
+        self._setup_tool_loop(
+            tool_errors=tool_errors,
+            parallel_tools=parallel_tools,
+            on_trace=on_trace,
+            max_iterations=max_iterations,
+            decide_followup_tool_choice=decide_followup_tool_choice,
+            model_hook=with_sessions,
+        )
+        self.max_iterations = max_iterations
         self.durability = durability
         self.actions = actions
         self.store = check_store(store, owner="Agent")
@@ -236,9 +272,10 @@ class Agent(Wrapper[OutputT]):
 
             mode_step = ModeMiddleware(modes)
             self._start_hook = mode_step.start  # the turn's mode is decided once, from its input
-        with_sessions = self.sessions is not None
+        # The tool loop first: a call takes its place in its reply's order before any middleware may answer it.
         # Context trust wraps tool results outermost but for the session step, so it wraps what they end as.
         stack = [
+            self._tool_loop,
             *(self._repair if with_sessions else ()),
             *trust,
             # Outermost but for the session step and trust: user middleware inside it sees (and may extend) its prompt.
@@ -248,20 +285,19 @@ class Agent(Wrapper[OutputT]):
         if mode_step is not None and with_sessions:
             stack.append(mode_step)
         hook_fns = (before_tool_call, after_tool_call, should_break_early, on_provider_error)
-        if max_iterations is not None or any(fn is not None for fn in hook_fns):
+        if any(fn is not None for fn in hook_fns):
             stack.append(
                 ToolLoopHooks(
                     before_tool_call=before_tool_call,
                     after_tool_call=after_tool_call,
                     should_break_early=should_break_early,
                     on_provider_error=on_provider_error,
-                    max_iterations=max_iterations,
                 )
             )
         if interrupt_on:
             stack.append(hitl_middleware(interrupt_on))
         if not with_sessions:
-            stack.append(ModelCallRepair(mode_step))
+            stack.append(ModelCallRepair(mode_step, self._tool_loop))
         stack.extend(self._guards)
         self._middleware = stack
         # Without MCP the graph is compiled once; with MCP servers the first run builds it with their tools.
@@ -287,10 +323,11 @@ class Agent(Wrapper[OutputT]):
         self, method: str, input: Any, actor: Any, options: Mapping[str, Any]
     ) -> tuple[RunCall, ActionsRun | None]:
         """The run's `RunCall`; with actions or a prompt function, also its `ActionsRun` (carried in its config)."""
+        call = RunCall.of(self._owner, method, input, options)
         if self._actions_step is None:
-            return RunCall.of(self._owner, method, input, options), None
-        run, config = start(actor, options.get("config"))
-        return RunCall.of(self._owner, method, input, {**options, "config": config}), run
+            return call, None
+        run, config = start(actor, options.get("config"), call.record.trace_id)
+        return dataclasses.replace(call, config=config), run
 
     def _result(self, result: RunResult, run: ActionsRun | None) -> OutputT | Interrupt:
         # The overloads tie OutputT to ``output``/``actions``, which decide what the run returns.
@@ -300,30 +337,68 @@ class Agent(Wrapper[OutputT]):
 
     # --- invoke --------------------------------------------------------------------------------------------
 
-    def invoke(self, input: Any = None, *, actor: Any = None, **options: Unpack[RunOptions]) -> OutputT | Interrupt:
+    @overload
+    def invoke(
+        self,
+        input: Any = None,
+        *,
+        actor: Any = None,
+        details: Literal[False] = False,
+        **options: Unpack[RunOptions],
+    ) -> OutputT | Interrupt: ...
+
+    @overload
+    def invoke(
+        self, input: Any = None, *, actor: Any = None, details: Literal[True], **options: Unpack[RunOptions]
+    ) -> AgentRun[OutputT] | Interrupt: ...
+
+    def invoke(
+        self, input: Any = None, *, actor: Any = None, details: bool = False, **options: Unpack[RunOptions]
+    ) -> OutputT | AgentRun[OutputT] | Interrupt:
         """Run one turn (or resume a paused one) to the end.
 
         Args:
             input: the user's message; leave it out to answer a pending approval with ``decision``/``decisions``
                 (``"approve"``, ``"reject"``, ``{"type": "edit", "args": {...}}``, ...) or to continue a run.
             actor: who asked (``Actor`` or mapping); with ``actions``, the policy checks their roles and plan.
+            details: return an `AgentRun` (the answer, the last model message, model calls, the actions the
+                tools proposed, summed usage, model, ``trace_id``) instead of the bare answer; an interrupt is
+                still returned as the interrupt.
             **options: ``thread_id`` (required with a checkpointer), ``context`` (never stored), ``decision``,
                 ``decisions``, ``callbacks`` (for this run, added to the agent's), ``config`` (a LangChain
-                ``RunnableConfig`` merged with ours); see `RunOptions`.
+                ``RunnableConfig`` merged with ours), ``allowed_tools`` (only these tools for this run),
+                ``trace_id`` (the run's id); see `RunOptions`.
 
         Returns:
             The answer text, the ``output`` model instance, a `DirectiveResult` with ``actions``, or an
             interrupt chunk (``{"kind": "interrupt", ...}``) when a tool waits for approval.
         """
         call, run = self._call("invoke", input, actor, options)
-        return self._result(self._invoke(call), run)
+        return self._answered(self._answer(call, self._result(self._invoke(call), run), details))
+
+    @overload
+    async def ainvoke(
+        self,
+        input: Any = None,
+        *,
+        actor: Any = None,
+        details: Literal[False] = False,
+        **options: Unpack[RunOptions],
+    ) -> OutputT | Interrupt: ...
+
+    @overload
+    async def ainvoke(
+        self, input: Any = None, *, actor: Any = None, details: Literal[True], **options: Unpack[RunOptions]
+    ) -> AgentRun[OutputT] | Interrupt: ...
 
     async def ainvoke(
-        self, input: Any = None, *, actor: Any = None, **options: Unpack[RunOptions]
-    ) -> OutputT | Interrupt:
+        self, input: Any = None, *, actor: Any = None, details: bool = False, **options: Unpack[RunOptions]
+    ) -> OutputT | AgentRun[OutputT] | Interrupt:
         """Async twin of `invoke`."""
         call, run = self._call("ainvoke", input, actor, options)
-        return self._result(await self._ainvoke(call), run)
+        result = self._answer(call, self._result(await self._ainvoke(call), run), details)
+        await call.record.flush()
+        return self._answered(result)
 
     def stream(
         self, input: Any = None, *, actor: Any = None, **options: Unpack[StreamOptions]

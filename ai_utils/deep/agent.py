@@ -18,6 +18,7 @@ from ai_utils._run.guards import guard_tool
 from ai_utils._run.repair import REPAIR_NAME, ThreadRepair
 from ai_utils._run.runner import Graph
 from ai_utils._run.setup import Wrapper, WrapperOptions
+from ai_utils._run.toolloop import ToolErrors
 from ai_utils.deep._deepagents import create_deep_agent, supports_execution
 from ai_utils.deep._skills import skills_middleware
 from ai_utils.exceptions import UserError
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
     from langgraph.types import Checkpointer
 
+    from ai_utils._run.record import TraceSink
     from ai_utils.routing.modes import ModeRouter
     from ai_utils.sessions._content import ImageResizer
     from ai_utils.sessions._store import SessionStore
@@ -129,6 +131,13 @@ class DeepAgent(Wrapper[OutputT]):
             ``"read_file"``, ``"write_todos"``, ... in ``allowed_tools`` to keep them) and the mode instruction.
         context_trust: ``"enforce"`` wraps every tool result (built-in file tools and ``task`` answers included)
             as a data block in the history, as for `Agent`. Default ``"off"``.
+        tool_errors: ``"model"`` (default: a tool's exception reaches the model as a failed result) or
+            ``"raise"``, as for `Agent` (the main agent's tools; a subagent's failure reaches the main model as
+            the failed result of its ``task`` call).
+        parallel_tools: as for `Agent`: writers (``writes=True``; with sessions, tools that are not idempotent)
+            run alone; ``False`` runs every call alone. DeepAgent has no ``max_iterations``: deepagents keeps its
+            own budget.
+        on_trace: a trace sink, as for `Agent`.
 
     Raises:
         UserError: approval without a checkpointer, a backend class or factory instead of an instance, a bad
@@ -177,6 +186,9 @@ class DeepAgent(Wrapper[OutputT]):
         resize_image: ImageResizer | None = None,
         on_event: Callable[[dict[str, Any]], Any] | None = None,
         context_trust: Literal["enforce", "off"] = "off",
+        tool_errors: ToolErrors = "model",
+        parallel_tools: bool = True,
+        on_trace: TraceSink | None = None,
         **unknown: Never,
     ) -> None:
         reject_unknown(unknown, owner="DeepAgent", known=keyword_names(DeepAgent.__init__))
@@ -196,6 +208,7 @@ class DeepAgent(Wrapper[OutputT]):
         self._setup_thread(checkpointer, link, interrupt_on)
         self._setup_run(name, describe, context_schema, callbacks, modes)
         self._setup_model(llm, prompt, output, retries)
+        self._setup_tool_loop(tool_errors=tool_errors, parallel_tools=parallel_tools, on_trace=on_trace)
         self.backend = backend
         self.permissions = list(permissions) if permissions is not None else None
         if backend is not None and self.permissions:
@@ -271,6 +284,9 @@ class DeepAgent(Wrapper[OutputT]):
             # ThreadRepair has the name of deepagents' PatchToolCallsMiddleware, so it takes that slot.
             middleware=[
                 TodoListMiddleware(),
+                # The tool loop first among ours: each call takes its place in its reply's order before any of
+                # our middleware may answer it (deepagents' own middleware stay outside it).
+                self._tool_loop,
                 # With sessions the session middleware is the repair step (a ThreadRepair that also steers).
                 *self._repair,
                 *self._trust,

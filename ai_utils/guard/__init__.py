@@ -15,11 +15,11 @@ agent = Agent(llm=llm, tools=tools, checkpointer=MemorySaver(), middleware=guard
 
 from __future__ import annotations
 
+from ai_utils._secrets import SECRET_KINDS
 from ai_utils.guard._accounting import ContextCategory, ContextSegment, context_accounting
 from ai_utils.guard._engine import Guardrails
 from ai_utils.guard._factory import guardrails
 from ai_utils.guard._rules import ContentRule, GuardrailDecision, Phase, PolicyPack, StreamingMode
-from ai_utils.guard._secrets import SECRET_KINDS
 from ai_utils.guard._trust import TRUST_INSTRUCTION, ContextTrustMode, TrustLevel, trust_segment
 
 __all__ = [

@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ai_utils._secrets import redact_secrets
 from ai_utils.guard._rules import GuardrailDecision, Phase, Risk, Rule
-from ai_utils.guard._secrets import redact_secrets
 
 __all__ = ["ERROR_POLICY", "TextPolicies", "decision"]
 

@@ -30,6 +30,7 @@ from typing_extensions import TypedDict
 
 from ai_utils._run.repair import ThreadRepair
 from ai_utils._run.state import AgentState
+from ai_utils._run.toolloop import ToolLoop, ToolLoopOptions
 from ai_utils._structured import InvalidReply, parse_json_reply
 from ai_utils.exceptions import LoopError, LoopPermissionDeniedError
 from ai_utils.loops._context import jsonable, resolve, write_path
@@ -283,8 +284,8 @@ def agent_graph(
     middleware: Sequence[Any],
     events: Events,
 ) -> Any:
-    """The `create_agent` graph of one agent step (the same construction as `Agent`'s, repair step first)."""
-    stack = [ThreadRepair(), *middleware, LoopToolGate(loop.permissions, events, key)]
+    """The `create_agent` graph of one agent step (the same construction as `Agent`'s: tool loop, repair step)."""
+    stack = [ToolLoop(ToolLoopOptions(), llm), ThreadRepair(), *middleware, LoopToolGate(loop.permissions, events, key)]
     if step.tool_choice is not None:
         stack.append(LoopToolChoice(step.tool_choice))
     # checkpointer=None: as a subgraph it keeps its state under the loop graph's checkpointer.

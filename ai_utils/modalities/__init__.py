@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ai_utils.modalities._images import Detail, ImageInput
+from ai_utils._images import Detail, ImageInput
 from ai_utils.modalities.generate import DEFAULT_IMAGE_MODEL, GeneratedImage, agenerate_images, generate_images
 from ai_utils.modalities.vision import avision, vision
 

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
+from ai_utils._images import Detail, ImageInput, image_parts
 from ai_utils._structured import message_text
 from ai_utils.exceptions import UserError
-from ai_utils.modalities._images import Detail, ImageInput, image_parts
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel

@@ -1,4 +1,4 @@
-"""Tools: `ToolRegistry`, MCP server config (`MCPServer`; the connection lives in `ai_utils.tools.mcp`).
+"""Tools: `ToolRegistry`, `ToolResult`/`AgentAction`, MCP server config (`MCPServer`; sessions: `ai_utils.tools.mcp`).
 
 Tavily lives in `ai_utils.tools.tavily` (extra `tavily`), MCP sessions in `ai_utils.tools.mcp` (extra `mcp`).
 """
@@ -7,5 +7,6 @@ from __future__ import annotations
 
 from ai_utils.tools._mcp_config import MCPConnectionError, MCPServer
 from ai_utils.tools.registry import ToolRegistry
+from ai_utils.tools.results import AgentAction, ToolResult
 
-__all__ = ["MCPConnectionError", "MCPServer", "ToolRegistry"]
+__all__ = ["AgentAction", "MCPConnectionError", "MCPServer", "ToolRegistry", "ToolResult"]

@@ -114,7 +114,10 @@ def build_tool(definition: Any, index: int = 0) -> StructuredTool:
 
 
 def _declare(built: StructuredTool, definition: Any) -> StructuredTool:
-    """Apply the optional ``idempotent`` / ``writes`` keys (required with durable sessions)."""
+    """Apply the optional ``idempotent`` / ``writes`` keys.
+
+    ``idempotent`` is required with durable sessions; ``writes`` alone only makes the tool's calls run alone.
+    """
     if isinstance(definition, Mapping):
         idempotent, writes = definition.get("idempotent"), definition.get("writes")
     else:
@@ -122,7 +125,10 @@ def _declare(built: StructuredTool, definition: Any) -> StructuredTool:
     if idempotent is None and writes is None:
         return built
     if idempotent is None:
-        raise UserError(f"Tool {built.name!r} sets `writes` but not `idempotent`; add idempotent=True or False.")
+        if not isinstance(writes, bool):
+            raise UserError(f"Tool {built.name!r} has writes={writes!r}; use True or False.")
+        built.metadata = {**(built.metadata or {}), "writes": writes}
+        return built
     durable_tool(built, idempotent=idempotent, writes=writes)
     return built
 
@@ -144,7 +150,8 @@ class ToolRegistry:
 
     Args:
         defs: definitions ``{name, description, schema, func}``; ``func`` may be sync or async. Optional keys
-            ``idempotent`` and ``writes`` (see `durable_tool`; required with durable sessions).
+            ``idempotent`` (see `durable_tool`; required with durable sessions) and ``writes`` (the tool changes
+            something: its calls run alone; defaults to ``not idempotent``).
 
     Raises:
         UserError: a definition is incomplete or invalid, or two share a name.

@@ -307,3 +307,21 @@ def test_a_config_that_is_no_mapping_is_refused_as_for_any_agent() -> None:
     agent = Agent(llm=FakeChatModel(["x"]), actions=registry())
     with pytest.raises(UserError, match="RunnableConfig mapping"):
         agent.invoke("hi", config="nope")  # type: ignore[arg-type]
+
+
+async def test_on_trace_sees_each_proposal_and_its_validation_under_the_runs_one_trace_id() -> None:
+    events: list[Any] = []
+    agent = Agent(llm=FakeChatModel([REPLY, REPLY]), actions=registry(), on_trace=events.append)
+    for result in (
+        agent.invoke("x", actor={"user_id": "u", "plan": "free"}),
+        await agent.ainvoke("x", actor={"user_id": "u", "plan": "free"}),
+    ):
+        mine = [e for e in events if e.trace_id == result.trace_id]
+        assert [e.type for e in mine][0] == "started" and mine[-1].type == "completed"
+        proposed = [e.data for e in mine if e.type == "action.proposed"]
+        validated = [e.data for e in mine if e.type == "action.validated"]
+        assert [d["id"] for d in proposed] == ["ticket.summarize", "refund"]
+        assert [(d["id"], d["status"]) for d in validated] == [("ticket.summarize", "allowed"), ("refund", "blocked")]
+        # The params a model proposed are arguments: never in a trace event.
+        assert "A1" not in repr([e.data for e in mine])
+    assert len({e.trace_id for e in events}) == 2

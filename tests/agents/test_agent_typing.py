@@ -64,9 +64,11 @@ def test_mypy_rejects_wrong_answer_types_and_bad_options(mypy_output: str) -> No
     assert errors[25][0].startswith('List item 0 has incompatible type "dict[str, str]"; expected "SubAgent |')
     # The overloads take the shared options as `**options: Unpack[...]`: names and types are still checked.
     assert errors[26][0] == 'Unexpected keyword argument "temprature" for overloaded function "Agent"  [call-overload]'
-    assert errors[27] == [
-        'Unexpected keyword argument "thred_id" for "invoke" of "Agent"; did you mean "thread_id"?  [call-arg]'
-    ]
+    # `invoke` is overloaded on `details` (the answer, or the `AgentRun` around it).
+    assert errors[27][0] == (
+        'Unexpected keyword argument "thred_id" for overloaded function "invoke" of "Agent"; '
+        'did you mean "thread_id"?  [call-overload]'
+    )
     assert errors[28][0].startswith('Argument "show_tool_calls" to "stream" of ')
     assert errors[28][0].endswith('has incompatible type "str"; expected "bool"  [arg-type]')
     assert errors[29][0].startswith(

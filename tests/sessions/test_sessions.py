@@ -402,7 +402,11 @@ def test_a_turn_that_never_stops_calling_tools_ends_with_max_model_turns(store: 
     def again(messages: list[BaseMessage], tools: list[Any]) -> Any:
         return {"tool_calls": [{"name": "lookup", "args": {"city": "Oslo"}}]}
 
-    agent = Agent(llm=FunctionChatModel(again), tools=[durable_tool(lookup, idempotent=True)], sessions=store)
+    # max_iterations=None: no tool-round limit (by default the model must answer after 5), so the turn runs into
+    # LangGraph's recursion limit.
+    agent = Agent(
+        llm=FunctionChatModel(again), tools=[durable_tool(lookup, idempotent=True)], sessions=store, max_iterations=None
+    )
     s = agent.session()
     assert s.prompt("loop").result(timeout=120).stop_reason == "max_model_turns"
     assert s.prompt("loop").result(timeout=120).stop_reason == "max_model_turns"  # and the session goes on

@@ -96,7 +96,8 @@ def test_a_foreign_error_before_the_first_line_is_a_500_with_the_same_shape(
 def test_after_the_first_line_errors_are_the_last_line_with_a_logged_id(
     serve: Callable[[Any], LiveServer], caplog: pytest.LogCaptureFixture
 ) -> None:
-    server = serve(app(lambda: Agent(llm=tool_calling_model(13), tools=[lookup])))
+    # tool_errors="raise": the tool's error ends the run mid-stream (by default it would go to the model).
+    server = serve(app(lambda: Agent(llm=tool_calling_model(13), tools=[lookup], tool_errors="raise")))
     with caplog.at_level(logging.ERROR, logger="ai_utils.streaming"):
         response = post(server, input="look up 13")
 
@@ -109,7 +110,9 @@ def test_after_the_first_line_errors_are_the_last_line_with_a_logged_id(
     logged = [r for r in caplog.records if last["error_id"] in r.getMessage()]
     assert logged and SECRET in logging.Formatter().formatException(logged[0].exc_info)  # type: ignore[arg-type]
 
-    exposed = serve(app(lambda: Agent(llm=tool_calling_model(13), tools=[lookup]), expose_errors=True))
+    exposed = serve(
+        app(lambda: Agent(llm=tool_calling_model(13), tools=[lookup], tool_errors="raise"), expose_errors=True)
+    )
     assert SECRET in list(iter_ndjson(post(exposed, input="look up 13").text.splitlines()))[-1]["message"]
 
 
@@ -117,7 +120,7 @@ def test_on_error_chooses_the_error_line(serve: Callable[[Any], LiveServer]) -> 
     def mine(exc: BaseException, event: Any) -> Any:
         return {**event, "message": "Etwas ging schief."}
 
-    server = serve(app(lambda: Agent(llm=tool_calling_model(13), tools=[lookup]), on_error=mine))
+    server = serve(app(lambda: Agent(llm=tool_calling_model(13), tools=[lookup], tool_errors="raise"), on_error=mine))
     last = list(iter_ndjson(post(server, input="x").text.splitlines()))[-1]
     assert last["message"] == "Etwas ging schief."
 

@@ -8,7 +8,16 @@ from langgraph.checkpoint.memory import MemorySaver
 from langgraph.store.memory import InMemoryStore
 from pydantic import BaseModel
 
-from ai_utils import ActionRegistry, Agent, DeepAgent, create_state_backend, define_action, workspace_permissions
+from ai_utils import (
+    ActionRegistry,
+    Agent,
+    AgentRun,
+    AgentTraceEvent,
+    DeepAgent,
+    create_state_backend,
+    define_action,
+    workspace_permissions,
+)
 from ai_utils.client import InterruptBatch, InterruptEvent, StreamChunk, is_interrupt
 from ai_utils.gateway.actions import DirectiveResult
 from ai_utils.testing import FakeChatModel
@@ -60,6 +69,10 @@ full = Agent(
     checkpointer=MemorySaver(),
     interrupt_on={"send_mail": True},
     max_iterations=3,
+    decide_followup_tool_choice=lambda iteration, messages: "auto",
+    tool_errors="raise",
+    parallel_tools=False,
+    on_trace=lambda event: None,
     durability="async",
     retries=1,
     name="helper",
@@ -71,6 +84,22 @@ assert_type(full.invoke("hi", thread_id="t", context=None, config={"tags": ["x"]
 assert_type(list(full.stream("hi", thread_id="t", show_tool_calls=True, callbacks=[])), list[StreamChunk])
 assert_type(DeepAgent(llm=model, store=InMemoryStore(), retries=0, agents_md=["/AGENTS.md"]), DeepAgent[str])
 
+# `details=True` answers the run record around the same answer type; `allowed_tools` and `trace_id` are run options.
+assert_type(Agent(llm=model).invoke("hi", details=True), AgentRun[str] | Interrupt)
+assert_type(
+    full.invoke("hi", thread_id="t", details=True, allowed_tools=["x"], trace_id="t1"), AgentRun[Weather] | Interrupt
+)
+assert_type(Agent(llm=model, actions=registry).invoke("hi", details=True), AgentRun[DirectiveResult] | Interrupt)
+assert_type(DeepAgent(llm=model).invoke("hi", thread_id="t", details=True), AgentRun[str] | Interrupt)
+assert_type(DeepAgent(llm=model, tool_errors="raise", parallel_tools=True, on_trace=print), DeepAgent[str])
+
+
+def sink(event: AgentTraceEvent) -> None:
+    assert_type(event.trace_id, str)
+
+
+Agent(llm=model, on_trace=sink)
+
 
 async def async_twins() -> None:
     assert_type(await Agent(llm=model).ainvoke("hi"), str | Interrupt)
@@ -78,6 +107,8 @@ async def async_twins() -> None:
     assert_type(await Agent(llm=model, actions=registry).ainvoke("hi"), DirectiveResult | Interrupt)
     assert_type(await DeepAgent(llm=model).ainvoke("hi", thread_id="t"), str | Interrupt)
     assert_type(await deep.ainvoke("hi", thread_id="t"), Weather | Interrupt)
+    assert_type(await Agent(llm=model).ainvoke("hi", details=True), AgentRun[str] | Interrupt)
+    assert_type(await deep.ainvoke("hi", thread_id="t", details=True), AgentRun[Weather] | Interrupt)
 
 
 def temperature(agent: Agent[Weather]) -> float:

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeAlias, get_args
 
 from ai_utils.exceptions import UserError
 
-__all__ = ["Detail", "ImageInput", "image_parts", "image_url", "sniff"]
+__all__ = ["Detail", "ImageInput", "base64_image", "image_parts", "image_url", "sniff"]
 
 ImageInput: TypeAlias = str | os.PathLike[str] | bytes | bytearray | memoryview
 """An image: an ``http(s)://`` URL, a ``data:`` URL (base64), a file path, or the raw bytes."""
@@ -73,6 +73,35 @@ def _data_url(url: str, where: str) -> str:
     if header[len("data:") :].lower().split(";", 1)[0] == mime:
         return url
     return f"data:{mime};base64,{payload}"  # mislabelled: send the content's real type
+
+
+def base64_image(image: bytes | bytearray | memoryview | str, *, where: str = "the image") -> tuple[str, str]:
+    """``(mime_type, base64 data)`` of an image given as bytes, a base64 ``data:`` URL or plain base64 text.
+
+    The type is read from the content, as for `image_url`; no URL or file path is taken (the value comes from
+    code that already holds the image, e.g. a tool's result).
+
+    Raises:
+        UserError: not bytes or a str, not valid base64, or not a PNG/JPEG/GIF/WebP image.
+    """
+    if isinstance(image, bytes | bytearray | memoryview):
+        mime = sniff(image)
+        if mime is None:
+            raise _not_an_image(where, image)
+        return mime, base64.b64encode(image).decode("ascii")
+    if not isinstance(image, str):
+        raise UserError(f"{where} is a {type(image).__name__}; pass the image bytes, base64 text or a data: URL.")
+    if image[:5].lower() == "data:":
+        url = _data_url(image, where)
+        return url[len("data:") : url.index(";")], url.partition(",")[2]
+    try:
+        head = base64.b64decode(image[:16], validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise UserError(f"{where} is neither base64 image data nor a data: URL ({_short(image)}).") from exc
+    mime = sniff(head)
+    if mime is None:
+        raise _not_an_image(where, head)
+    return mime, image
 
 
 def image_url(image: ImageInput, *, where: str = "the image") -> str:

@@ -1,4 +1,4 @@
-"""The secret shapes guardrails redact: a small vetted pattern table, one pass per shape that can be present.
+"""The secret shapes guardrails and tool errors redact: a small vetted pattern table, one pass per shape present.
 
 Why not a detector library: `detect-secrets` (the maintained, light option) scans line by line without match
 spans, keeps global plugin settings, flags high-entropy strings (noisy in prose) and has no shape for modern
