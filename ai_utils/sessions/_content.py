@@ -18,9 +18,9 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias, cast
 
+from ai_utils._images import sniff
 from ai_utils.exceptions import UserError
 from ai_utils.memory._methods import Flow, Step
-from ai_utils.modalities._images import sniff
 
 __all__ = [
     "MAX_IMAGES",

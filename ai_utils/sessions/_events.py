@@ -27,6 +27,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
+from ai_utils._secrets import redact_secrets
 from ai_utils.exceptions import AiUtilsError, UserError
 
 __all__ = [
@@ -139,10 +140,11 @@ def _context_values(context: Any, depth: int = 0) -> Iterator[str]:
 
 
 def _without_context(text: str, context: Any) -> str:
+    """``text`` with the context's values and secret shapes (keys, tokens) cut out."""
     # Longest first: a value that contains another is cut whole.
     for value in sorted(set(_context_values(context)), key=len, reverse=True)[:_MAX_VALUES]:
         text = text.replace(value, _CONTEXT_MARK)
-    return text
+    return redact_secrets(text)[0]
 
 
 def turn_error(exc: BaseException, context: Any = None) -> dict[str, str]:
@@ -150,9 +152,9 @@ def turn_error(exc: BaseException, context: Any = None) -> dict[str, str]:
 
     The log is replayed to every reader of the session (over HTTP too) and stored for good, so it never holds
     an exception's raw text. ai_utils' own errors keep their message (it names the bad value and the fix) with
-    every value of the turn's ``context`` cut out; any other failure (a provider error may quote a key, a
-    driver error SQL or data) reads generically. The traceback is logged once on logger ``ai_utils.sessions``
-    under the ``error_id``, with the context's values cut out there too.
+    every value of the turn's ``context`` and every secret shape (`ai_utils._secrets`) cut out; any other
+    failure (a provider error may quote a key, a driver error SQL or data) reads generically. The traceback is
+    logged once on logger ``ai_utils.sessions`` under the ``error_id``, with the same values cut out.
 
     Returns:
         ``{"type": <class name>, "message", "error_id"}``, plus ``"code"`` when the error has a stable one.

@@ -78,7 +78,7 @@ def test_a_failed_turn_stores_a_safe_error_never_the_raw_text_or_the_context(
         assert error["error_id"] in error["message"]
         # The server's log has the details under that id, with the context value cut out.
         logged = [r for r in caplog.records if error["error_id"] in r.getMessage()]
-        assert logged and TOKEN not in logged[0].getMessage()
+        assert logged and TOKEN not in logged[0].getMessage() and KEY not in logged[0].getMessage()
     else:
         assert kept in error["message"] and "[context]" in error["message"]
     stored = _everything_stored(tmp_path / "s.sqlite")
