@@ -279,8 +279,10 @@ def _busy_case(backend: str, tmp_path: Path, on_busy: str) -> tuple[dict[str, An
     _running(first, hold)
     second = _start(backend, session, action="prompt", text="new question", on_busy=on_busy, message_id="n-1", **busy)
     try:
-        if on_busy in ("interrupt", "rollback"):
-            result = _finish(second)  # answered while the first worker's tool still hangs
+        if on_busy in ("reject", "interrupt", "rollback"):
+            # Answered while the first worker's tool still hangs (released earlier, a slow-starting second
+            # process could find the session idle).
+            result = _finish(second)
         else:
             hold.write_text("go")
             result = _finish(second)
