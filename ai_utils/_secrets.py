@@ -85,6 +85,9 @@ _SHAPES: tuple[_Shape, ...] = (
 SECRET_KINDS: tuple[str, ...] = tuple(shape.kind for shape in _SHAPES)
 """Every ``<kind>`` that can appear in ``[REDACTED:<kind>]``, in detection order."""
 
+# Every anchor of every shape in one alternation: clean text costs one C-level search, not a check per anchor.
+_ANY_ANCHOR = re.compile("|".join(re.escape(anchor) for shape in _SHAPES for anchor in shape.anchors))
+
 
 def _replace(shape: _Shape, text: str) -> tuple[str, int]:
     count = 0
@@ -115,6 +118,8 @@ def redact_secrets(text: str) -> tuple[str, list[str]]:
         ``(redacted, kinds)``; ``kinds`` is empty (and the text unchanged) when nothing was found.
     """
     kinds: list[str] = []
+    if _ANY_ANCHOR.search(text) is None:
+        return text, kinds
     for shape in _SHAPES:
         if not any(anchor in text for anchor in shape.anchors):
             continue

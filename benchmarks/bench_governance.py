@@ -1,5 +1,8 @@
 """Governance overhead: an `Agent` turn with ``guardrails("standard")`` vs the same Agent without it.
 
+Also ``guardrails("standard", mode="audit")`` (every decision made and reported, nothing changed: a rollout's first
+step) against the same plain Agent.
+
 Same zero-latency model, the same ``add`` tool and an `InMemorySaver` thread pre-filled to H messages (built turn
 by turn through each stack, so the guarded stack has scanned them once, as a live thread has), restored untimed
 before every sample. steps=1: the turn makes one ``add`` call, so it runs both model-call and tool-call policies.
@@ -27,11 +30,15 @@ SLOPE_HISTORIES = (10, 1000)
 
 
 class Stack(ThreadStack):
-    """``guarded`` (Agent + guardrails("standard")) or ``plain`` (the same Agent without middleware)."""
+    """``guarded`` (Agent + guardrails("standard")), ``audited`` (the same, audit mode) or ``plain`` (no middleware)."""
 
     def __init__(self, kind: str, history: int) -> None:
         super().__init__(history)
-        middleware: list[Any] = [guardrails("standard")] if kind == "guarded" else []
+        middleware: list[Any] = []
+        if kind == "guarded":
+            middleware = [guardrails("standard")]
+        elif kind == "audited":
+            middleware = [guardrails("standard", mode="audit")]
         agent = Agent(llm=self.model, tools=[add], checkpointer=self.saver, middleware=middleware)
         self.run = lambda prompt: agent.ainvoke(prompt, thread_id=THREAD)
 
@@ -72,6 +79,16 @@ def metrics() -> list[Metric]:
         )
         for h in HISTORIES
     ]
+    out.append(
+        turn_metric(
+            "Agent.ainvoke + guardrails('standard', mode='audit') / Agent.ainvoke (steps=1, H=10)",
+            stack("audited", 10),
+            stack("plain", 10),
+            TOOL_PROMPT,
+            1.05,
+            "audit mode decides and reports every policy but changes nothing (no copies, no state updates).",
+        )
+    )
     out.append(
         Metric(
             "history slope: Agent + guardrails / Agent [t(H=1000) - t(H=10)] (steps=1)",

@@ -7,9 +7,9 @@ Everything here is plain sync code; `GraphRunner`'s ``invoke``/``ainvoke``/``str
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -31,6 +31,7 @@ __all__ = [
     "RECURSION_LIMIT",
     "Decisions",
     "Graph",
+    "InputGuard",
     "Interrupt",
     "ModelT",
     "RunCall",
@@ -45,6 +46,8 @@ __all__ = [
     "finished_calls",
     "graph_input",
     "graph_tool_names",
+    "input_guards",
+    "redact_input",
     "resume_command",
     "run_config",
     "start_input",
@@ -99,6 +102,29 @@ class StreamOptions(RunOptions, total=False):
 
 
 _SHOW = ("show_tool_calls", "show_reasoning", "show_subagents")
+
+
+class InputGuard(Protocol):
+    """A middleware that sees the user's input before the run stores it (guardrails: redact before the first write).
+
+    The run path hands it every input; durable sessions, every prompt and steer before they store it.
+    """
+
+    def redact_input(self, value: Any, config: Mapping[str, Any] | None = None) -> Any:
+        """``value`` as it may be stored; ``None`` only checks the run's ``config`` (`UserError` if refused)."""
+        ...
+
+
+def input_guards(middleware: Iterable[Any]) -> tuple[InputGuard, ...]:
+    """The middleware of a wrapper that are `InputGuard`s, in order."""
+    return tuple(m for m in middleware if callable(getattr(m, "redact_input", None)))
+
+
+def redact_input(value: Any, guards: Sequence[InputGuard], config: Mapping[str, Any] | None = None) -> Any:
+    """``value`` after every guard, in order (the same object when none changed it)."""
+    for guard in guards:
+        value = guard.redact_input(value, config)
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,10 +321,17 @@ def resume_command(
     return None  # continue the stored run (e.g. after a crash): the graph runs its pending steps
 
 
-def graph_input(call: RunCall, config: RunnableConfig, state: StateSnapshot | None) -> Any:
-    """What the graph runs on: the new turn, or (``state``: the thread, read when ``input`` is None) the resume."""
+def graph_input(
+    call: RunCall, config: RunnableConfig, state: StateSnapshot | None, guards: Sequence[InputGuard] = ()
+) -> Any:
+    """What the graph runs on: the new turn, or (``state``: the thread, read when ``input`` is None) the resume.
+
+    The new turn's messages pass the ``guards`` first: LangGraph writes the input to the checkpointer before any
+    middleware runs, so this is the last point before the first write.
+    """
     if call.input is not None:
-        return start_input(call.input)
+        return redact_input(start_input(call.input), guards, config)
+    redact_input(None, guards, config)  # a resume stores no input, but the run's config is still checked
     if state is None:
         raise TypeError("graph_input: a call without input needs the thread's state")
     return resume_command(state, config, call.decision, call.decisions)

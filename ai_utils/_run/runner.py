@@ -28,6 +28,7 @@ from ai_utils._run.args import merge_run_config, warn_unstored_thread
 from ai_utils._run.calls import (
     Decisions,
     Graph,
+    InputGuard,
     Interrupt,
     RunCall,
     RunOptions,
@@ -40,6 +41,7 @@ from ai_utils._run.calls import (
     finished_calls,
     graph_input,
     graph_tool_names,
+    redact_input,
     run_config,
 )
 from ai_utils._run.context import check_context
@@ -81,6 +83,8 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
     # ``on_trace``: where the run's trace events go (`ai_utils._run.record`).
     _on_trace: TraceSink | None = None
     name: str | None = None
+    # Middleware that see the user's input before anything stores it (`ai_utils._run.calls.InputGuard`).
+    _input_guards: tuple[InputGuard, ...] = ()
 
     def _build(self, tools: Sequence[BaseTool]) -> Graph:
         raise NotImplementedError
@@ -248,8 +252,8 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
         return self._bind(call, self._config(call.thread_id, call.callbacks, call.config))
 
     def _graph_input(self, call: RunCall, config: RunnableConfig, state: Any) -> Any:
-        """`graph_input`, and for a new turn (an input) the wrapper's start hook on it."""
-        value = graph_input(call, config, state)
+        """`graph_input` (the input guards first), and for a new turn (an input) the wrapper's start hook on it."""
+        value = graph_input(call, config, state, self._input_guards)
         if call.input is not None and self._start_hook is not None:
             value = self._start_hook(value)
         return value
@@ -353,6 +357,10 @@ class GraphRunner(ThreadState, SessionMethods, Generic[OutputT]):
                     # left to the garbage collector, the run would go on in the background for a while.
                     await cast("Any", chunks).aclose()
         await aemit_trace(call.record, "completed", call.record.summary(interrupted=bool(adapter.interrupts)))
+
+    def _redact_input(self, value: Any) -> Any:
+        """A prompt or steer as a durable session may store it (its input guards applied)."""
+        return redact_input(value, self._input_guards)
 
     def _astream_run(
         self,

@@ -33,6 +33,7 @@ from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from ai_utils._run.args import check_approval_saver, check_prompt, mcp_servers, resolve_llm, tool_list
+from ai_utils._run.calls import input_guards
 from ai_utils._run.durable import Sessions
 from ai_utils._run.guards import guards
 from ai_utils._run.hitl import to_interrupt_on
@@ -184,6 +185,10 @@ class Wrapper(GraphRunner[OutputT]):
             return not is_idempotent(ToolCallRequest(tool_call=call, tool=tool, state={}, runtime=cast("Any", None)))
 
         return writes
+
+    def _setup_input_guards(self, middleware: Sequence[Any]) -> None:
+        """The user's middleware that see each input before the run stores it (e.g. guardrails)."""
+        self._input_guards = input_guards(middleware)
 
     @property
     def system_prompt(self) -> str | None:

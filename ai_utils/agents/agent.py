@@ -233,6 +233,7 @@ class Agent(Wrapper[OutputT]):
         self._setup_thread(checkpointer, link, interrupt_on, durability)
         self._setup_run(name, describe, context_schema, callbacks, modes)
         self._setup_model(llm, None if prompt_fn is not None else prompt, output, retries)
+        self._setup_input_guards(middleware)
         with_sessions = self.sessions is not None
         # Without sessions the tool loop's model-call part rides on the repair step's hook (one hook less).
         self._setup_tool_loop(

@@ -221,6 +221,7 @@ class DeepAgent(Wrapper[OutputT]):
         self.skills = list(skills) if skills is not None else None
         self._skills = skills_middleware(skills, backend) if skills is not None else None
         self.middleware = list(middleware)
+        self._setup_input_guards(self.middleware)
         self._mode_middleware: list[Any] = []
         if modes is not None:
             from ai_utils.routing._middleware import ModeMiddleware

@@ -19,20 +19,24 @@ from ai_utils._secrets import SECRET_KINDS
 from ai_utils.guard._accounting import ContextCategory, ContextSegment, context_accounting
 from ai_utils.guard._engine import Guardrails
 from ai_utils.guard._factory import guardrails
-from ai_utils.guard._rules import ContentRule, GuardrailDecision, Phase, PolicyPack, StreamingMode
+from ai_utils.guard._host import POLICY_TIMEOUT, PolicyResult
+from ai_utils.guard._rules import ContentRule, GuardMode, GuardrailDecision, Phase, PolicyPack, StreamingMode
 from ai_utils.guard._trust import TRUST_INSTRUCTION, ContextTrustMode, TrustLevel, trust_segment
 
 __all__ = [
+    "POLICY_TIMEOUT",
     "SECRET_KINDS",
     "TRUST_INSTRUCTION",
     "ContentRule",
     "ContextCategory",
     "ContextSegment",
     "ContextTrustMode",
+    "GuardMode",
     "GuardrailDecision",
     "Guardrails",
     "Phase",
     "PolicyPack",
+    "PolicyResult",
     "StreamingMode",
     "TrustLevel",
     "context_accounting",

@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ai_utils.guard._engine import Guardrails
-from ai_utils.guard._rules import ContentRule, OnDecision, PolicyPack, StreamingMode
+from ai_utils.guard._host import Approver, HostPolicy
+from ai_utils.guard._rules import ContentRule, GuardMode, OnDecision, PolicyPack, StreamingMode
 
 __all__ = ["guardrails"]
 
@@ -18,6 +19,11 @@ def guardrails(
     on_decision: OnDecision | None = None,
     max_tool_output_chars: int = 256_000,
     streaming: StreamingMode = "audit",
+    mode: GuardMode = "enforce",
+    max_final_output_chars: int | None = None,
+    policies: Sequence[HostPolicy] = (),
+    approve: Approver | None = None,
+    stricter_than: Guardrails | PolicyPack | None = None,
 ) -> Guardrails:
     """One ordered policy engine over input, retrieved context, tool input, tool output and final output.
 
@@ -46,7 +52,17 @@ def guardrails(
     Tools run at most once, and their results are cut to ``max_tool_output_chars`` before the model sees them. A
     policy that raises blocks the call of a side-effecting or unknown tool; for an explicitly read-only tool
     (metadata ``read_only=True``) the standard pack records an ``audit`` decision and goes on. A failing text
-    policy (input, context, output) always blocks.
+    policy (input, context, output) always blocks. Arguments too deep or too large to scan whole (past 64 levels,
+    100,000 items or 4,000,000 characters) are never passed unscanned: blocked under ``"strict"``, untrusted (they
+    need approval) otherwise.
+
+    Secrets the user typed are redacted before the first write: ``Agent``/``DeepAgent`` runs and durable sessions
+    hand their input to `Guardrails.redact_input` before any checkpoint, session row or stream line holds it.
+    Reasoning (``reasoning_content``, reasoning/thinking content blocks) and structured answers are scanned like
+    answer text.
+
+    A run may tighten the pack for itself with ``config={"configurable": {"guardrails": "strict"}}`` (rules, host
+    policies and bounds are kept); asking for a looser pack raises `UserError`.
 
     Each message is scanned once: a turn scans only the messages newer than the last one the engine has seen, and
     redacted copies replace the originals in the thread, so later turns (and a new process) read redacted history.
@@ -67,13 +83,33 @@ def guardrails(
         streaming: ``"audit"`` (default: streamed text is delivered as it comes and only the stored answer is
             redacted) or ``"buffer"`` (the answer is streamed only after the output policies ran; always on under
             ``"strict"``).
+        mode: ``"enforce"`` (default) or ``"audit"``: every decision is made and reported exactly as under
+            ``"enforce"`` (``on_decision``, gateway audit rows), but nothing is changed: no redaction, block, cut,
+            approval pause or buffering — the run behaves byte for byte as without guardrails. For rollouts.
+        max_final_output_chars: cut each answer's text to this many characters (a ``truncate`` decision,
+            ``output.limit``).
+        policies: host policies ``(phase, payload) -> PolicyResult | None``, sync or async, run in order after the
+            built-in ones (see `ai_utils.guard.PolicyResult`): ``payload`` is the text for ``"input"``,
+            ``"context"`` and ``"output"``, ``{"tool", "args"}`` for ``"tool_input"`` and ``{"tool", "text"}`` for
+            ``"tool_output"``. Each call is bounded to 1 s: a policy that raises, times out or answers something
+            malformed blocks what it looked at under ``"strict"`` (fails closed) and is reported (an ``audit``
+            decision with ``reason``) otherwise.
+        approve: ``(tool_call) -> bool``, sync or async: answers approvals (destructive tools, unscannable
+            arguments, a host policy's ``"require_approval"``) in code instead of a HITL interrupt; anything but
+            ``True``, an exception too, denies (the tool does not run). Under ``"strict"`` destructive tools stay
+            blocked.
+        stricter_than: a baseline ``guardrails(...)`` (or pack name) this instance may only tighten: a looser pack
+            or ``mode="audit"`` over an enforcing baseline raises `UserError`; the baseline's rules, host policies,
+            ``on_decision``, ``approve`` and bounds are kept, and ours are added (for per-request policies built
+            from a project's).
 
     Returns:
         The middleware (also a one-item list of itself, so it can be passed as ``middleware=`` directly).
 
     Raises:
-        UserError: an unknown pack or streaming mode, rules outside ``"custom"`` (or none in it), a malformed or
-            regex rule, a non-positive ``max_tool_output_chars``, a non-callable ``on_decision``.
+        UserError: an unknown pack, mode or streaming mode, rules outside ``"custom"`` (or none in it), a malformed
+            or regex rule, a non-positive ``max_tool_output_chars``/``max_final_output_chars``, a non-callable
+            ``on_decision``, ``approve`` or policy, or a ``stricter_than`` this instance would loosen.
 
     Example:
         ```python
@@ -87,4 +123,9 @@ def guardrails(
         on_decision=on_decision,
         max_tool_output_chars=max_tool_output_chars,
         streaming=streaming,
+        mode=mode,
+        max_final_output_chars=max_final_output_chars,
+        policies=policies,
+        approve=approve,
+        stricter_than=stricter_than,
     )

@@ -21,6 +21,7 @@ __all__ = [
     "RISKS",
     "Action",
     "ContentRule",
+    "GuardMode",
     "GuardrailDecision",
     "OnDecision",
     "Phase",
@@ -40,6 +41,8 @@ Risk = Literal["low", "medium", "high", "critical"]
 RISKS: tuple[str, ...] = get_args(Risk)
 PolicyPack = Literal["standard", "strict", "custom"]
 StreamingMode = Literal["audit", "buffer"]
+GuardMode = Literal["enforce", "audit"]
+"""``"enforce"``: decisions act; ``"audit"``: every decision is made and reported, nothing is changed."""
 
 # A tool result is retrieved context too: a rule for "context" also covers tool results; the seed's
 # "model.preflight" (everything the model is about to read) is accepted as a shorthand.
@@ -60,6 +63,8 @@ class GuardrailDecision(TypedDict):
     action: Action
     risk: Risk
     tool: NotRequired[str]
+    reason: NotRequired[str]
+    """Why a policy failed (``"timeout"``, ``"error"``, ``"malformed"``) or a scan stopped (``"scan_limit"``)."""
 
 
 OnDecision = Callable[[GuardrailDecision], Any]

@@ -1,7 +1,9 @@
 """Text policies of one guardrails instance: secret redaction, content rules, output bounds; message content walks.
 
 Pure functions of the text: no LangGraph, no I/O, so the middleware can run them before or after any call and the
-gateway tap can reuse a result.
+gateway tap can reuse a result. Reasoning is text like any other: content blocks of type ``reasoning``/``thinking``
+(their ``reasoning``, ``thinking`` and ``summary[].text``) and ``additional_kwargs["reasoning_content"]`` /
+``["reasoning"]`` are scanned with the phase of their message.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ __all__ = ["ERROR_POLICY", "TextPolicies", "decision"]
 
 ERROR_POLICY = "guardrails.error"
 """The policy id of a decision taken because a guardrail policy itself failed."""
+
+# Text-bearing keys of content blocks: text, v1 reasoning blocks, Anthropic thinking blocks.
+_BLOCK_TEXT_KEYS = ("text", "reasoning", "thinking")
+# ``additional_kwargs`` keys that carry reasoning (DeepSeek/OpenAI-compatible, OpenAI Responses).
+_REASONING_KWARGS = ("reasoning_content", "reasoning")
 
 # Longest secret shape (a 4096-bit private key block is about 3.3k chars): text is cut to the limit plus this
 # margin before scanning, so a secret at the cut is still recognised whole, then cut to the limit.
@@ -39,6 +46,7 @@ class TextPolicies:
 
     rules: tuple[Rule, ...]
     max_tool_output_chars: int
+    max_output_chars: int | None = None
 
     def scan(self, text: str, phase: Phase, tool: str | None = None) -> tuple[str, list[GuardrailDecision]]:
         """``text`` after the policies of ``phase``, and their decisions (empty: unchanged)."""
@@ -70,14 +78,65 @@ class TextPolicies:
             if isinstance(block, str):
                 new, found = self.scan(block, phase, tool)
                 blocks.append(new if found else block)
-            elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
-                new, found = self.scan(block["text"], phase, tool)
-                blocks.append({**block, "text": new} if found else block)
+            elif isinstance(block, Mapping):
+                new, found = self._block(block, phase, tool)
+                blocks.append(new)
             else:
                 found = []
                 blocks.append(block)
             found_all.extend(found)
         return (blocks if found_all else content), found_all
+
+    def _block(self, block: Mapping[str, Any], phase: Phase, tool: str | None) -> tuple[Any, list[GuardrailDecision]]:
+        """A content block with its text, reasoning, thinking and summary texts scanned."""
+        update: dict[str, Any] = {}
+        found: list[GuardrailDecision] = []
+        for key in _BLOCK_TEXT_KEYS:
+            value = block.get(key)
+            if isinstance(value, str):
+                new, more = self.scan(value, phase, tool)
+                if more:
+                    update[key] = new
+                    found.extend(more)
+        summary = block.get("summary")
+        if isinstance(summary, list):
+            new_summary, more = self.content(summary, phase, tool)
+            if more:
+                update["summary"] = new_summary
+                found.extend(more)
+        return ({**block, **update} if update else block), found
+
+    def extras(self, kwargs: Mapping[str, Any], phase: Phase) -> tuple[dict[str, Any] | None, list[GuardrailDecision]]:
+        """``additional_kwargs`` with their reasoning scanned: the new dict (``None``: unchanged) and decisions."""
+        if not kwargs:
+            return None, []
+        update: dict[str, Any] = {}
+        found: list[GuardrailDecision] = []
+        for key in _REASONING_KWARGS:
+            value = kwargs.get(key)
+            if isinstance(value, str):
+                new, more = self.scan(value, phase)
+            elif isinstance(value, Mapping):
+                new, more = self._block(value, phase, None)
+            else:
+                continue
+            if more:
+                update[key] = new
+                found.extend(more)
+        return ({**kwargs, **update} if update else None), found
+
+    def cut_output(self, content: Any) -> tuple[Any, list[GuardrailDecision]]:
+        """An answer cut to ``max_output_chars`` (text blocks share the budget), and the ``truncate`` decision."""
+        limit = self.max_output_chars
+        if limit is None:
+            return content, []
+        if isinstance(content, str):
+            if len(content) <= limit:
+                return content, []
+            return content[:limit], [decision("output.limit", "output", "truncate", "low")]
+        if isinstance(content, list) and _text_length(content) > limit:
+            return _cut_blocks(content, limit)[0], [decision("output.limit", "output", "truncate", "low")]
+        return content, []
 
     def tool_output(self, content: Any, tool: str) -> tuple[Any, list[GuardrailDecision]]:
         """A tool result scanned and cut to ``max_tool_output_chars`` (text blocks share the budget)."""

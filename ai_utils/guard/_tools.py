@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
+import functools
+import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["is_destructive", "is_read_only", "schema_errors"]
+__all__ = ["is_destructive", "is_read_only", "name_words", "schema_errors"]
 
-_DESTRUCTIVE_PREFIXES = ("delete_", "drop_")
-_DESTRUCTIVE_NAMES = frozenset({"rm", "execute"})
+# A tool whose name holds one of these words changes or deletes things (``delete_user``, ``deleteUser``,
+# ``Delete-User``, ``DROP_TABLE``, ``drop.table``, ``users__delete``).
+_DESTRUCTIVE_WORDS = frozenset(
+    {"delete", "drop", "remove", "destroy", "purge", "truncate", "wipe", "erase", "rm", "rmdir", "unlink", "execute"}
+)
+# camelCase / PascalCase / UPPER words and digit runs; every other character separates words.
+_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+@functools.lru_cache(maxsize=4096)  # an agent calls the same few tools over and over
+def name_words(name: str) -> tuple[str, ...]:
+    """The lower-case words of a tool name, whatever its case and separators (``"deleteUser"`` -> delete, user)."""
+    if not name.isascii():
+        name = unicodedata.normalize("NFKC", name)
+        name = "".join(c for c in name if unicodedata.category(c) != "Cf")
+    return tuple(word.lower() for word in _WORD.findall(name))
 
 
 def _metadata(tool: BaseTool | None) -> Mapping[str, Any]:
@@ -22,9 +39,10 @@ def _metadata(tool: BaseTool | None) -> Mapping[str, Any]:
 def is_destructive(name: str, tool: BaseTool | None) -> bool:
     """Whether the tool changes or deletes things.
 
-    Metadata ``destructive=True`` / ``writes=True``, an MCP ``destructiveHint``, or a name like ``delete_*``,
-    ``drop_*``, ``rm``, ``execute`` (after an MCP ``<server>__`` prefix). Metadata ``destructive=False`` opts a
-    tool with such a name out.
+    Metadata ``destructive=True`` / ``writes=True``, an MCP ``destructiveHint``, or a name with a word like
+    ``delete``, ``drop``, ``remove``, ``destroy``, ``purge``, ``truncate``, ``wipe``, ``erase``, ``rm``, ``execute`` in
+    any case and with any separator (``delete_user``, ``deleteUser``, ``Delete-User``, ``DROP_TABLE``,
+    ``drop.table``, ``files__rm``). Metadata ``destructive=False`` opts a tool with such a name out.
     """
     metadata = _metadata(tool)
     if "destructive" in metadata:
@@ -33,8 +51,7 @@ def is_destructive(name: str, tool: BaseTool | None) -> bool:
         return True
     if metadata.get("destructiveHint") is True and metadata.get("readOnlyHint") is not True:
         return True
-    base = name.rsplit("__", 1)[-1]
-    return base.startswith(_DESTRUCTIVE_PREFIXES) or base in _DESTRUCTIVE_NAMES
+    return not _DESTRUCTIVE_WORDS.isdisjoint(name_words(name))
 
 
 def is_read_only(name: str, tool: BaseTool | None) -> bool:
@@ -72,6 +89,21 @@ def _json_schema_errors(schema: Mapping[str, Any], args: Mapping[str, Any]) -> l
     ]
 
 
+_SCHEMAS: dict[int, tuple[BaseTool, Any]] = {}
+
+
+def _call_schema(tool: BaseTool) -> Any:
+    """``tool.tool_call_schema``, kept per tool: LangChain recomputes it on every access (~25 µs)."""
+    cached = _SCHEMAS.get(id(tool))
+    if cached is not None and cached[0] is tool:
+        return cached[1]
+    schema = tool.tool_call_schema
+    if len(_SCHEMAS) >= 1024:
+        _SCHEMAS.clear()
+    _SCHEMAS[id(tool)] = (tool, schema)
+    return schema
+
+
 def schema_errors(tool: BaseTool | None, args: object) -> list[str]:
     """Why ``args`` do not fit the schema the model was shown for ``tool`` (empty when they do).
 
@@ -81,7 +113,7 @@ def schema_errors(tool: BaseTool | None, args: object) -> list[str]:
         return [f"(arguments): expected an object, got {type(args).__name__}"]
     if tool is None:
         return []
-    schema = tool.tool_call_schema
+    schema = _call_schema(tool)
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         return _pydantic_errors(schema, args)
     if isinstance(schema, Mapping):

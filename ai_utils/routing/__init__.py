@@ -3,7 +3,8 @@
 - `KeywordModeRouter` / `ModeDefinition` / `ModeDecision`: ``Agent(modes=router)`` picks a mode per turn.
 - `build_system_content`, `build_mode_tool_instruction`, `build_history_messages`, `format_memory_context`.
 - `ModelProfiles` + ``get_llm(profile=..., profiles=...)``: named models with fallbacks on retriable errors.
-- `resolve_model_route` / `aresolve_model_route` → `ModelRoute`: explicit, rule, classifier or fallback.
+- `resolve_model_route` / `aresolve_model_route` → `ModelRoute`: explicit, pinned, rule (labels, surface,
+  invocation source), classifier or fallback, with its audit fields for the gateway row.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ai_utils.routing.profiles import ModelProfiles
 from ai_utils.routing.route import (
     JevRouteClassifier,
     ModelRoute,
+    RouteMode,
     RouteRule,
     aresolve_model_route,
     jev_route_classifier,
@@ -36,6 +38,7 @@ __all__ = [
     "ModelProfileError",
     "ModelProfiles",
     "ModelRoute",
+    "RouteMode",
     "RouteRule",
     "aresolve_model_route",
     "build_history_messages",

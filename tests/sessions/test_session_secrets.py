@@ -1,20 +1,23 @@
 """Secrets stay secret in a session's store (SPEC "Security amendments", issue #24), each shown as the attack, then
 refused: a failed turn's ``turn_end.error`` (replayed to every reader, over HTTP too) never quotes the exception's
-raw text or the session's ``context``."""
+raw text or the session's ``context``; a key the user typed is redacted (guardrails) before the first write, so no
+table of the store holds it."""
 
 from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import BaseMessage
+from _media import png
+from langchain_core.messages import BaseMessage, HumanMessage
 
-from ai_utils import Agent, ModelOutputError, sqlite_sessions
+from ai_utils import Agent, ModelOutputError, durable_tool, guardrails, sqlite_sessions
 from ai_utils.sessions import SessionStore
 from ai_utils.testing import FunctionChatModel
 
@@ -83,3 +86,41 @@ def test_a_failed_turn_stores_a_safe_error_never_the_raw_text_or_the_context(
         assert kept in error["message"] and "[context]" in error["message"]
     stored = _everything_stored(tmp_path / "s.sqlite")
     assert KEY not in stored and TOKEN not in stored
+
+
+def test_a_typed_key_is_redacted_before_the_first_write_in_every_table(store: SessionStore, tmp_path: Path) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def wait_a_bit() -> str:
+        """Wait until the test lets go."""
+        started.set()
+        assert release.wait(30)
+        return "done"
+
+    def reply(messages: list[BaseMessage], tools: list[Any]) -> Any:
+        if isinstance(messages[-1], HumanMessage) and "wait" in messages[-1].text:
+            return {"tool_calls": [{"name": "wait_for_it", "args": {}}]}
+        return "noted"
+
+    wait_a_bit.__name__ = "wait_for_it"
+    agent = Agent(
+        llm=FunctionChatModel(reply),
+        tools=[durable_tool(wait_a_bit, idempotent=True)],
+        sessions=store,
+        middleware=guardrails("standard"),
+    )
+    s = agent.session()
+    # The attack: the user pastes a key into a prompt, into a text block next to an image, and into a steer.
+    assert s.prompt(f"my key is {KEY}").result(timeout=30).stop_reason == "end_turn"
+    blocks = [{"type": "text", "text": f"and {KEY}"}, {"type": "image", "data": png(1, 1), "mime_type": "image/png"}]
+    assert s.prompt(blocks).result(timeout=30).stop_reason == "end_turn"
+    running = s.prompt("wait for me")
+    assert started.wait(30)
+    s.steer(f"also {KEY}")
+    release.set()
+    assert running.result(timeout=30).stop_reason == "end_turn"
+    steered = [line["chunk"] for line in s.stream(0) if isinstance(line["chunk"], dict)]
+    shown = [c for c in steered if c["kind"] == "user_message"]
+    assert shown and "[REDACTED:" in shown[0]["text"]
+    assert any("[REDACTED:" in m.text for m in s.history() if isinstance(m, HumanMessage))
+    assert KEY not in _everything_stored(tmp_path / "s.sqlite")
