@@ -21,7 +21,8 @@ A chunk is one of:
   never appear in the text chunks;
 - ``ErrorEvent`` — the last line of an HTTP stream that failed mid-run;
 - ``UserMessageEvent`` — a steer joined a durable session's running turn (SPEC §14);
-- ``TurnStartEvent`` / ``TurnResumeEvent`` / ``TurnEndEvent`` — a durable session's turn events.
+- ``TurnStartEvent`` / ``TurnResumeEvent`` / ``TurnYieldEvent`` / ``TurnEndEvent`` / ``TurnRollbackEvent`` —
+  a durable session's turn events.
 
 A durable session's ``stream(cursor)`` yields ``StreamLine``s: ``{"cursor": n, "chunk": <chunk>}``.
 
@@ -55,7 +56,9 @@ __all__ = [
     "ToolEvent",
     "TurnEndEvent",
     "TurnResumeEvent",
+    "TurnRollbackEvent",
     "TurnStartEvent",
+    "TurnYieldEvent",
     "UserMessageEvent",
     "aiter_ndjson",
     "is_action_event",
@@ -233,12 +236,14 @@ class ErrorEvent(TypedDict):
         message: the exception's message for ai_utils' own errors; for any other error a generic text
             (unless the server exposes errors).
         error_id: the id the server logged the failure under (for errors other than a ``UserError``).
+        code: a stable code when the error has one (e.g. ``"SESSION_BUSY"``, answered with HTTP 409).
     """
 
     kind: Literal["error"]
     type: str
     message: str
     error_id: NotRequired[str]
+    code: NotRequired[str]
 
 
 class UserMessageEvent(TypedDict):
@@ -272,7 +277,7 @@ class TurnStartEvent(TypedDict):
 
 
 class TurnResumeEvent(TypedDict):
-    """A turn continues in a new process after the one running it stopped.
+    """A turn continues: in a new process after the one running it stopped, or after it yielded.
 
     Attributes:
         kind: always ``"turn_resume"``.
@@ -289,10 +294,11 @@ class TurnEndEvent(TypedDict):
     Attributes:
         kind: always ``"turn_end"``.
         turn_id: the turn.
-        stop_reason: ``"end_turn"``, ``"interrupted"``, ``"max_model_turns"``, ``"cancelled"``, ``"error"``
-            or ``"unknown"``.
+        stop_reason: ``"end_turn"``, ``"interrupted"``, ``"max_model_turns"``, ``"max_output_tokens"``,
+            ``"refused"``, ``"cancelled"``, ``"error"`` or ``"unknown"``.
         usage: the summed token usage of the turn's model calls.
-        error: ``{"type", "message"}`` when ``stop_reason == "error"``.
+        error: ``{"type", "message"}`` when ``stop_reason == "error"`` (``"TimeoutError"`` for a cancel by
+            ``timeout``).
     """
 
     kind: Literal["turn_end"]
@@ -300,6 +306,30 @@ class TurnEndEvent(TypedDict):
     stop_reason: str
     usage: dict[str, int]
     error: NotRequired[dict[str, str]]
+
+
+class TurnYieldEvent(TypedDict):
+    """A turn stopped at its ``yield_at`` before its next model call; the next prompt or ``resume()`` continues it.
+
+    Attributes:
+        kind: always ``"turn_yield"``.
+        turn_id: the turn.
+    """
+
+    kind: Literal["turn_yield"]
+    turn_id: str
+
+
+class TurnRollbackEvent(TypedDict):
+    """A turn cancelled by a prompt with ``on_busy="rollback"``: its messages were removed from the thread.
+
+    Attributes:
+        kind: always ``"turn_rollback"``.
+        turn_id: the turn.
+    """
+
+    kind: Literal["turn_rollback"]
+    turn_id: str
 
 
 StreamChunk: TypeAlias = (
@@ -317,7 +347,9 @@ StreamChunk: TypeAlias = (
     | UserMessageEvent
     | TurnStartEvent
     | TurnResumeEvent
+    | TurnYieldEvent
     | TurnEndEvent
+    | TurnRollbackEvent
 )
 """One item of ``agent.stream(...)`` or one line of a ``StreamResponse`` body."""
 
@@ -408,9 +440,11 @@ def is_user_message(chunk: object) -> TypeGuard[UserMessageEvent]:
     return _kind(chunk) == "user_message"
 
 
-def is_turn_event(chunk: object) -> TypeGuard[TurnStartEvent | TurnResumeEvent | TurnEndEvent]:
-    """Tell whether ``chunk`` is a durable session's turn event (start, resume or end)."""
-    return _kind(chunk) in ("turn_start", "turn_resume", "turn_end")
+def is_turn_event(
+    chunk: object,
+) -> TypeGuard[TurnStartEvent | TurnResumeEvent | TurnYieldEvent | TurnEndEvent | TurnRollbackEvent]:
+    """Tell whether ``chunk`` is a durable session's turn event (start, resume, yield, end or rollback)."""
+    return _kind(chunk) in ("turn_start", "turn_resume", "turn_yield", "turn_end", "turn_rollback")
 
 
 def parse_ndjson_line(line: str | bytes) -> StreamChunk | StreamLine | None:

@@ -18,6 +18,7 @@ AiUtilsError(Exception)              # root: `except ai_utils.AiUtilsError` catc
 ├── SessionFencedError               # ai_utils.sessions: this process lost the session's lease; .session_id
 ├── MessageIdInUseError (UserError)  # ai_utils.sessions: a message id names another input; .code
 ├── ThreadBusyError (UserError)      # another process ran a turn on the thread past run_lock_timeout; .thread_id
+├── SessionBusyError (UserError)     # ai_utils.sessions: on_busy="reject" and a turn runs; .code, .session_id
 ├── LoopDefinitionError              # ai_utils.loops: a bad loop definition, found at define_loop; .step_key
 ├── LoopError                        # ai_utils.loops: a run fault (missing binding, no transition); .step_key, .path
 │   └── LoopPermissionDeniedError    #   a tool_step's call was denied (rule or human); .rule_id, .tool
@@ -160,6 +161,21 @@ class ThreadBusyError(UserError):
         super().__init__(message)
         self.thread_id = thread_id
         self.waited = waited
+
+
+class SessionBusyError(UserError):
+    """A prompt with ``on_busy="reject"`` reached a session that runs (or queues) a turn; nothing was stored.
+
+    Attributes:
+        code: always ``"SESSION_BUSY"``.
+        session_id: the session.
+    """
+
+    code = "SESSION_BUSY"
+
+    def __init__(self, message: str, *, session_id: str) -> None:
+        super().__init__(message)
+        self.session_id = session_id
 
 
 class LoopDefinitionError(UserError):

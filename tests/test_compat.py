@@ -68,6 +68,8 @@ def test_langgraph_private_names_keep_their_shape() -> None:
     constants = importlib.import_module("langgraph._internal._constants")
     if getattr(constants, "TASKS", None) != adapter.TASKS_CHANNEL:
         _fail("langgraph", f"the tasks channel (TASKS is {getattr(constants, 'TASKS', None)!r})", LANGGRAPH)
+    if getattr(constants, "ERROR", None) != adapter.ERROR_CHANNEL:
+        _fail("langgraph", f"the error channel (ERROR is {getattr(constants, 'ERROR', None)!r})", LANGGRAPH)
     if getattr(adapter.DeltaSnapshot, "_fields", None) != ("value",):
         _fail("langgraph-checkpoint", "_DeltaSnapshot (no longer a NamedTuple of `value`)", LANGGRAPH)
 

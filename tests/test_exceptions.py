@@ -17,6 +17,7 @@ ERRORS = [
     ai_utils.ProviderError("claude-cli failed.", provider="claude-cli"),
     ai_utils.SessionFencedError("Lease lost.", session_id="s-1"),
     ai_utils.MessageIdInUseError("Id in use.", message_id="m-1"),
+    ai_utils.SessionBusyError("Busy.", session_id="s-1"),
     ai_utils.LoopDefinitionError("Unknown step 'b'.", step_key="a"),
     ai_utils.LoopError("Missing ctx.x.", step_key="a", path="ctx.x"),
     ai_utils.LoopPermissionDeniedError("Denied.", step_key="a", rule_id="r1", tool="rm"),

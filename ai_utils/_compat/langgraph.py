@@ -27,6 +27,7 @@ from langgraph.prebuilt.tool_node import ToolRuntime
 from pydantic import BaseModel
 
 __all__ = [
+    "ERROR_CHANNEL",
     "TASKS_CHANNEL",
     "DeltaSnapshot",
     "RunnableCallable",
@@ -39,6 +40,8 @@ __all__ = [
 
 # Kept as a literal (`langgraph._internal._constants.TASKS`) so reading it costs no private import at run time.
 TASKS_CHANNEL = "__pregel_tasks"
+# `langgraph._internal._constants.ERROR`: the pending write holding a failed task's exception.
+ERROR_CHANNEL = "__error__"
 
 
 _PATCH_LOCK = threading.Lock()

@@ -34,12 +34,16 @@ class Sessions(Protocol):
         """The session middleware, which is the graph's thread-repair step (it also lets steers join)."""
         ...
 
-    def open(self, agent: Any, session_id: str | None, context: Any) -> Any:
+    def open(self, agent: Any, session_id: str | None, context: Any, model: Any, instructions: Any) -> Any:
         """Open (or create) one durable session of ``agent``."""
         ...
 
-    def recover(self, agent: Any, *, here: bool = False) -> int:
+    def recover(self, agent: Any, *, wait: bool = False) -> int:
         """Continue the agent's orphaned sessions; how many."""
+        ...
+
+    async def arecover(self, agent: Any, *, wait: bool = False) -> int:
+        """Async twin of `recover`."""
         ...
 
 
@@ -56,18 +60,38 @@ class SessionMethods:
             )
         return self._sessions_link
 
-    def session(self, session_id: str | None = None, *, context: Any = None) -> Any:
-        """Open a durable session (a new id when ``None``); ``context`` reaches its tools and is never stored.
+    def session(
+        self,
+        session_id: str | None = None,
+        *,
+        context: Any = None,
+        model: str | None = None,
+        instructions: str | None = None,
+    ) -> Any:
+        """Open a durable session (a new id when ``None``).
+
+        Args:
+            session_id: the session's id (1-128 of letters, digits, ``.``, ``_``, ``-``), ``None`` for a new one.
+            context: handed to the tools of the turns this object starts; never stored, never given to turns
+                started from another session object.
+            model: the session's chat model as a ``"provider:model"`` string (as `get_llm`), stored with it.
+            instructions: added to the agent's system prompt for this session (at most 64 KiB), stored with it.
 
         Raises:
-            UserError: the agent has no ``sessions=``, a bad id, or a session of an agent with another name.
+            UserError: the agent has no ``sessions=``, a bad id, model or instructions, a session of an agent with
+                another name, or a session created with another ``model`` / ``instructions``.
         """
-        return self._link().open(self, session_id, context)
+        return self._link().open(self, session_id, context, model, instructions)
 
-    def recover(self) -> int:
-        """Continue every session of this agent whose worker stopped mid-turn; returns how many."""
-        return self._link().recover(self)
+    def recover(self, *, wait: bool = False) -> int:
+        """Continue every session of this agent whose worker stopped mid-turn; returns how many.
 
-    async def arecover(self) -> int:
+        A turn whose worker was a dead process on this host is continued at once; one held by a worker on
+        another host only once its lease expired — with ``wait=True`` this waits for those leases (a lease that
+        is renewed meanwhile belongs to a live worker and is left alone). A continued turn gets no ``context``.
+        """
+        return self._link().recover(self, wait=wait)
+
+    async def arecover(self, *, wait: bool = False) -> int:
         """Async twin of `recover` (the continued turns run as tasks on this loop)."""
-        return self._link().recover(self, here=True)
+        return await self._link().arecover(self, wait=wait)

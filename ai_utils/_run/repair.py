@@ -190,6 +190,10 @@ class ModelCallRepair(AgentMiddleware[AgentState[Any], Any, Any]):
     def __init__(self, *steps: CallStep | None) -> None:
         super().__init__()
         self.steps = tuple(step for step in steps if step is not None)
+        # The steps' state keys (the mode router's stored mode) join the graph's state through this middleware.
+        schemas = [s for step in self.steps if (s := getattr(step, "state_schema", None)) not in (None, AgentState)]
+        if schemas:
+            self.state_schema = schemas[0]
 
     @property
     def name(self) -> str:

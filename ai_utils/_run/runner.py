@@ -14,7 +14,7 @@ call. A sync call with MCP servers drives the async shell (`run_sync` / `iterate
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Generic, Literal, Union, cast, overload
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -89,6 +89,9 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
     _traced_mcp_graph: tuple[Any, Graph] | None = None
     # Tool names in ``interrupt_on``: each must name a tool of the built graph.
     _gated: tuple[str, ...] = ()
+    # Sees the graph input of every new turn and may add to it (the mode router stores the turn's mode there:
+    # decided once, from the message that started the turn).
+    _start_hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # ``on_trace``: where the run's trace events go (`ai_utils._run.record`).
     _on_trace: TraceSink | None = None
     name: str | None = None
@@ -340,6 +343,13 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
         warn_unstored_thread(self, call.thread_id)
         return self._bind(call, self._config(call.thread_id, call.callbacks, call.config))
 
+    def _graph_input(self, call: RunCall, config: RunnableConfig, state: Any) -> Any:
+        """`graph_input` (the input guards first), and for a new turn (an input) the wrapper's start hook on it."""
+        value = graph_input(call, config, state, self._input_guards)
+        if call.input is not None and self._start_hook is not None:
+            value = self._start_hook(value)
+        return value
+
     def _graph_options(self, call: RunCall) -> dict[str, Any]:
         return {"context": call.context, "durability": self._durability}
 
@@ -399,10 +409,7 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
             state = _continued(call, graph.get_state(config)) if call.input is None else None
             with self._traced(call, config, state):
                 output = graph.invoke(
-                    graph_input(call, config, state, self._input_guards),
-                    config,
-                    **self._graph_options(call),
-                    version="v2",
+                    self._graph_input(call, config, state), config, **self._graph_options(call), version="v2"
                 )
         return final_result(output, structured=self.output is not None)
 
@@ -412,10 +419,7 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
             state = _continued(call, await graph.aget_state(config)) if call.input is None else None
             async with self._atraced(call, config, state):
                 output = await graph.ainvoke(
-                    graph_input(call, config, state, self._input_guards),
-                    config,
-                    **self._graph_options(call),
-                    version="v2",
+                    self._graph_input(call, config, state), config, **self._graph_options(call), version="v2"
                 )
         return final_result(output, structured=self.output is not None)
 
@@ -434,10 +438,7 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
             state = _continued(call, graph.get_state(config)) if call.input is None else None
             with self._traced(call, config, state):
                 parts = graph.stream(
-                    graph_input(call, config, state, self._input_guards),
-                    config,
-                    **self._graph_options(call),
-                    **stream_kwargs(),
+                    self._graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
                 )
                 yield from adapt(parts, adapter)  # closing this generator closes adapt's, which closes the run
         emit_trace(call.record, "completed", call.record.summary(interrupted=bool(adapter.interrupts)))
@@ -453,10 +454,7 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
             state = _continued(call, await graph.aget_state(config)) if call.input is None else None
             async with self._atraced(call, config, state):
                 parts = graph.astream(
-                    graph_input(call, config, state, self._input_guards),
-                    config,
-                    **self._graph_options(call),
-                    **stream_kwargs(),
+                    self._graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
                 )
                 chunks = aadapt(parts, adapter)
                 try:

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from ai_utils._run.record import TraceSink
     from ai_utils.gateway.actions import ActionRegistry, DirectiveResult
     from ai_utils.routing.modes import ModeRouter
+    from ai_utils.sessions._content import ImageResizer
     from ai_utils.sessions._store import SessionStore
     from ai_utils.tools.registry import ToolRegistry
 
@@ -73,6 +74,8 @@ class AgentOptions(WrapperOptions, total=False):
     durability: Durability
     modes: ModeRouter | None
     sessions: SessionStore | None
+    resize_image: ImageResizer | None
+    on_event: Callable[[dict[str, Any]], Any] | None
     store: BaseStore | None
     context_trust: Literal["enforce", "off"]
 
@@ -142,6 +145,13 @@ class Agent(Wrapper[OutputT]):
             (`durable_tool`). Sessions belong to the agent's ``name`` (``"default"`` without one).
         tracer_provider: an OpenTelemetry ``TracerProvider``: this agent's runs emit GenAI spans to it
             (``invoke_agent``, ``chat``, ``execute_tool``; see `ai_utils.otel`; extra ``otel``).
+        resize_image: with ``sessions``: ``fn(data: bytes, mime_type: str) -> (bytes, mime_type)`` (sync or async),
+            run on every prompt image before it is stored (downscale or convert; what it raises fails that
+            ``prompt()`` and nothing is stored).
+        on_event: with ``sessions``: ``fn(event: dict)`` (sync or async) gets diagnostics apart from the stream
+            (``turn.accepted``, ``turn.started``, ``turn.resumed``, ``turn.ended``, ``lease.acquired``,
+            ``lease.lost``, ``model.request``, ``model.retry``, ``checkpoint.mismatch``); never a credential, a
+            ``context`` value or message content.
         modes: a mode router (``KeywordModeRouter(...)``): each turn's user message picks a mode; the model then
             sees only that mode's tools and the mode instruction, a call to another tool is refused, and the turn
             gets at most the mode's ``max_tool_iterations`` tool rounds. ``stream(show_tool_calls=True)`` starts
@@ -209,6 +219,8 @@ class Agent(Wrapper[OutputT]):
         retries: int = 2,
         sessions: SessionStore | None = None,
         tracer_provider: TracerProvider | None = None,
+        resize_image: ImageResizer | None = None,
+        on_event: Callable[[dict[str, Any]], Any] | None = None,
         store: BaseStore | None = None,
         context_trust: Literal["enforce", "off"] = "off",
         **unknown: Never,
@@ -233,7 +245,9 @@ class Agent(Wrapper[OutputT]):
         if sessions is not None:
             from ai_utils.sessions._attach import attach
 
-            link = attach("Agent", sessions)
+            link = attach("Agent", sessions, resize_image=resize_image, on_event=on_event)
+        elif resize_image is not None or on_event is not None:
+            raise UserError("`resize_image` and `on_event` belong to durable sessions: pass them with `sessions=`.")
         self._setup_thread(checkpointer, link, interrupt_on, durability)
         self._setup_run(name, describe, context_schema, callbacks, modes)
         self._setup_model(llm, None if prompt_fn is not None else prompt, output, retries)
@@ -276,6 +290,7 @@ class Agent(Wrapper[OutputT]):
             from ai_utils.routing._middleware import ModeMiddleware
 
             mode_step = ModeMiddleware(modes)
+            self._start_hook = mode_step.start  # the turn's mode is decided once, from its input
         # The tool loop first: a call takes its place in its reply's order before any middleware may answer it.
         # Context trust wraps tool results outermost but for the session step, so it wraps what they end as.
         stack = [

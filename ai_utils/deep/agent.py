@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from ai_utils._run.record import TraceSink
     from ai_utils.routing.modes import ModeRouter
+    from ai_utils.sessions._content import ImageResizer
     from ai_utils.sessions._store import SessionStore
     from ai_utils.tools.registry import ToolRegistry
 
@@ -72,6 +73,8 @@ class DeepAgentOptions(WrapperOptions, total=False):
     store: BaseStore | None
     modes: ModeRouter | None
     sessions: SessionStore | None
+    resize_image: ImageResizer | None
+    on_event: Callable[[dict[str, Any]], Any] | None
     context_trust: Literal["enforce", "off"]
 
 
@@ -124,6 +127,8 @@ class DeepAgent(Wrapper[OutputT]):
         callbacks: LangChain callback handlers for every run; ``invoke``/``stream`` take more per call.
         tracer_provider: an OpenTelemetry ``TracerProvider`` for this agent's GenAI spans, as for `Agent`.
         sessions: a durable session store, as for `Agent` (SPEC §14); it replaces ``checkpointer``.
+        resize_image: with ``sessions``, as for `Agent`.
+        on_event: with ``sessions``, as for `Agent`.
         modes: a mode router, as for `Agent`: per turn only the mode's tools (built-in ones included: list
             ``"read_file"``, ``"write_todos"``, ... in ``allowed_tools`` to keep them) and the mode instruction.
         context_trust: ``"enforce"`` wraps every tool result (built-in file tools and ``task`` answers included)
@@ -181,6 +186,8 @@ class DeepAgent(Wrapper[OutputT]):
         retries: int = 2,
         sessions: SessionStore | None = None,
         tracer_provider: TracerProvider | None = None,
+        resize_image: ImageResizer | None = None,
+        on_event: Callable[[dict[str, Any]], Any] | None = None,
         context_trust: Literal["enforce", "off"] = "off",
         tool_errors: ToolErrors = "model",
         parallel_tools: bool = True,
@@ -202,7 +209,9 @@ class DeepAgent(Wrapper[OutputT]):
         if sessions is not None:
             from ai_utils.sessions._attach import attach
 
-            link = attach("DeepAgent", sessions, deep=True)
+            link = attach("DeepAgent", sessions, deep=True, resize_image=resize_image, on_event=on_event)
+        elif resize_image is not None or on_event is not None:
+            raise UserError("`resize_image` and `on_event` belong to durable sessions: pass them with `sessions=`.")
         self._setup_thread(checkpointer, link, interrupt_on)
         self._setup_run(name, describe, context_schema, callbacks, modes)
         self._setup_model(llm, prompt, output, retries)
@@ -224,7 +233,9 @@ class DeepAgent(Wrapper[OutputT]):
         if modes is not None:
             from ai_utils.routing._middleware import ModeMiddleware
 
-            self._mode_middleware.append(ModeMiddleware(modes))
+            router = ModeMiddleware(modes)
+            self._mode_middleware.append(router)
+            self._start_hook = router.start  # the turn's mode is decided once, from its input
         self.store = store
         self._trust = context_trust_middleware(context_trust, owner="DeepAgent")
         self.context_trust = context_trust

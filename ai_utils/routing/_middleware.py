@@ -1,10 +1,19 @@
 """`ModeMiddleware`: ``Agent(modes=router)`` / ``DeepAgent(modes=router)`` as one `create_agent` middleware.
 
-Per model call it routes the turn's user message (the last human message) and narrows the request: only the
-mode's tools, the mode instruction appended to the system prompt, and no tools at all once the turn has used
+The mode of a turn is decided once, from the user's message that starts it, and stored with the turn: the
+run path hands every new input to `ModeMiddleware.start` (the wrapper sets it as its start hook), which
+routes the input's last human message and puts the decision, with the id of the message it was decided
+from, in the graph input (state key ``ai_utils_mode``, written in the input step, so the checkpoint holds it
+before any model call). Nothing later re-routes: a continue after a crash, the resume note, a steer, an
+approval or a plain ``invoke(None)`` add no input and keep the stored mode; the turn's tool rounds are the
+model's tool-calling answers after that message, however many human messages joined since.
+
+Per model call it reads the stored decision and narrows the request: only the mode's tools, the mode
+instruction appended to the system prompt, and no tools at all once the turn has used
 ``max_tool_iterations`` tool rounds. A call in the model's answer to a tool outside the mode (or past the
 limit) is answered in the same step with an error result, so the tool node never runs it and the model gets
-told, not obeyed. The graph is built once; nothing here rebuilds it.
+told, not obeyed. The graph is built once; nothing here rebuilds it. A graph run without the start hook (a
+thread from an older version) is routed on its last human message that is not a steer.
 
 Everything happens on one model-call hook, with no tool-call hook: `create_agent` wraps each middleware hook
 in langsmith's ``traceable`` and composes the handlers, about 40 µs per hook call with tracing off
@@ -12,15 +21,15 @@ in langsmith's ``traceable`` and composes the handlers, about 40 µs per hook ca
 sessions) the router is not a hook of its own: it is a `CallStep` (`before` / `after`) on the hook the repair
 step already has (`ai_utils._run.repair.ModelCallRepair`). In `DeepAgent`, and with sessions, it is this
 middleware's own ``wrap_model_call``. The refusals reuse `create_agent`'s own path for injected tool results
-(an AI message whose calls are all answered goes back to the model, as a HITL reject does). Routing is
-stateless (the same message always gives the same mode), so a resumed run, a crash-continued turn and a
-replayed checkpoint all see the mode the turn started with.
+(an AI message whose calls are all answered goes back to the model, as a HITL reject does).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, NamedTuple
+import dataclasses
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any, NamedTuple, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
@@ -30,24 +39,44 @@ from langgraph.types import Command
 from ai_utils.exceptions import UserError
 from ai_utils.routing._context import build_mode_tool_instruction, build_system_content
 from ai_utils.routing.modes import KeywordModeRouter, ModeDecision, ModeRouter
-from ai_utils.streaming._adapter import mode_part
+from ai_utils.streaming._adapter import STEER_KEY, mode_part
 
 _CACHE_SIZE = 256
 
-__all__ = ["ModeMiddleware"]
+__all__ = ["MODE_KEY", "ModeMiddleware", "ModeState"]
+
+MODE_KEY = "ai_utils_mode"
+"""State key of the turn's stored mode: the `ModeDecision` fields plus ``anchor``, the id of the routed message."""
 
 
-def _turn(messages: Sequence[Any]) -> tuple[str, int, int]:
-    """The turn's user message text, its model calls so far and its tool rounds so far."""
+class ModeState(AgentState[Any]):
+    """The graph state key the mode middleware adds (the base state's ``messages`` win when schemas merge)."""
+
+    ai_utils_mode: NotRequired[dict[str, Any] | None]
+
+
+def _after(messages: Sequence[Any], anchor: str | None) -> tuple[int, int]:
+    """The turn's model calls and tool rounds: the AI messages after the routed message.
+
+    All of them when that message is not in the window any more, which can only make the limit stricter.
+    """
     calls = rounds = 0
     for message in reversed(messages):
-        if isinstance(message, HumanMessage):
-            return message.text, calls, rounds
+        if anchor is not None and message.id == anchor:
+            break
         if isinstance(message, AIMessage):
             calls += 1
             if message.tool_calls:
                 rounds += 1
-    return "", calls, rounds
+    return calls, rounds
+
+
+def _legacy_turn(messages: Sequence[Any]) -> tuple[str, str | None]:
+    """A thread without a stored mode: its last human message that is not a steer (text, id)."""
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage) and STEER_KEY not in message.response_metadata:
+            return message.text, message.id
+    return "", None
 
 
 def _tool_name(tool: Any) -> str | None:
@@ -81,12 +110,14 @@ class _Narrowed(NamedTuple):
     keep: tuple[Any, ...]
 
 
-class ModeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+class ModeMiddleware(AgentMiddleware[ModeState, Any, Any]):
     """Per-turn mode routing for a `create_agent` graph (see the module docstring).
 
     Args:
         router: a `KeywordModeRouter` or any object with ``resolve(message, history=()) -> ModeDecision``.
     """
+
+    state_schema = ModeState
 
     def __init__(self, router: ModeRouter) -> None:
         super().__init__()
@@ -99,6 +130,7 @@ class ModeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         # Our own router's shared decision (the middleware never changes it) saves `resolve`'s defensive copy.
         self._route = router._route if isinstance(router, KeywordModeRouter) else router.resolve
         self._views: dict[tuple[Any, ...], _Narrowed] = {}
+        self._stored: dict[tuple[Any, ...], ModeDecision] = {}
 
     @property
     def name(self) -> str:
@@ -111,9 +143,53 @@ class ModeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             raise UserError(f"The mode router returned {decision!r}; `resolve` must return a ModeDecision.")
         return decision
 
+    # --- deciding once: the run path's start hook ---------------------------------------------------------
+
+    def start(self, graph_input: dict[str, Any]) -> dict[str, Any]:
+        """The graph input of a new turn with its mode decided (from its last human message) and stored in it."""
+        messages = list(graph_input.get("messages") or [])
+        index = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
+        text, anchor = "", None
+        if index is not None:
+            message = messages[index]
+            if not message.id:  # the anchor the turn's rounds are counted from needs an id now
+                messages[index] = message = message.model_copy(update={"id": uuid.uuid4().hex})
+            text, anchor = message.text, message.id
+        decision = self._decide(text)
+        return {**graph_input, "messages": messages, MODE_KEY: {**dataclasses.asdict(decision), "anchor": anchor}}
+
+    def _decision_of(self, stored: Mapping[str, Any]) -> ModeDecision:
+        key = (
+            stored.get("mode"),
+            tuple(stored.get("allowed_tools") or ()),
+            tuple(stored.get("active_skills") or ()),
+            stored.get("max_tool_iterations"),
+            stored.get("retrieval_budget"),
+            stored.get("matched_rule"),
+        )
+        decision = self._stored.get(key)
+        if decision is None:
+            fields = {f.name: stored[f.name] for f in dataclasses.fields(ModeDecision) if f.name in stored}
+            decision = ModeDecision(**fields)
+            if len(self._stored) >= _CACHE_SIZE:
+                self._stored.clear()
+            self._stored[key] = decision
+        return decision
+
+    def _turn(self, request: ModelRequest) -> tuple[ModeDecision, int, int]:
+        """The turn's stored decision, its model calls and its tool rounds so far."""
+        state = request.state if isinstance(request.state, Mapping) else {}
+        stored = state.get(MODE_KEY)
+        if isinstance(stored, Mapping):
+            decision, anchor = self._decision_of(stored), stored.get("anchor")
+        else:
+            text, anchor = _legacy_turn(request.messages)
+            decision = self._decide(text)
+        calls, rounds = _after(request.messages, anchor)
+        return decision, calls, rounds
+
     def _view(self, request: ModelRequest) -> tuple[_Narrowed, int]:
-        message, calls, rounds = _turn(request.messages)
-        decision = self._decide(message)
+        decision, calls, rounds = self._turn(request)
         exhausted = rounds >= decision.max_tool_iterations
         system = request.system_message
         # The same turn (and every turn routed to the same mode) narrows the same tools and prompt: build the

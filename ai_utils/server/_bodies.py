@@ -1,13 +1,16 @@
 """Request bodies -> one `RunRequest`, per protocol: pure functions of the parsed JSON (no request, no agent).
 
 - ``ndjson``: ``{"input"?, "thread_id"?, "decision"?, "decisions"?, "context"?}`` (a session prompt also
-  ``"message_id"?``, ``"cursor"?``; no ``thread_id``). Unknown keys and wrong types are refused.
+  ``"message_id"?``, ``"cursor"?``, ``"on_busy"?``, and ``input`` may be a list of content blocks; no
+  ``thread_id``). Unknown keys and wrong types are refused.
 - ``ag-ui``: AG-UI's ``RunAgentInput`` (validated with ``ag_ui.core``): ``threadId`` is the thread (or session),
-  the last message (a user message) is the input (the server owns the history), ``resume`` entries are the
+  the last message (a user message) is the input (the server owns the history; for a session its ``image``
+  parts too, as content blocks), ``resume`` entries are the
   decisions (keyed by interrupt id; `ApprovalPayload` or a `Decision` as payload, ``cancelled`` = reject).
 - ``vercel-ai``: the AI SDK's ``{id, messages, trigger?, messageId?}``: ``id`` is the thread (or session); the
-  last message is a user message (the input) or the assistant message whose tool parts answer approvals
-  (``approval-responded``: ``approved: true`` approves, anything else rejects with the ``reason``).
+  last message is a user message (the input; for a session its image ``file`` parts too) or the assistant
+  message whose tool parts answer approvals (``approval-responded``: ``approved: true`` approves, anything else
+  rejects with the ``reason``).
 
 Every refusal is a `RequestError` 400 whose message names the field, never the value the client sent.
 """
@@ -17,14 +20,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
 
 from pydantic import ValidationError
 
 from ai_utils.client import Decision
 from ai_utils.server._request import refuse
+from ai_utils.sessions._session import OnBusy
 
-__all__ = ["Protocol", "RunRequest", "check_id", "parse_body"]
+__all__ = ["OnBusy", "Protocol", "RunRequest", "check_id", "check_on_busy", "parse_body"]
 
 Protocol = Literal["ndjson", "ag-ui", "vercel-ai"]
 
@@ -35,7 +39,7 @@ _ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 class RunRequest:
     """What one request asks for, whatever its protocol."""
 
-    input: str | None = None
+    input: str | list[dict[str, Any]] | None = None  # a list of content blocks only for a session prompt
     decision: Decision | None = None
     decisions: list[Decision] | dict[str, Decision] | None = None
     thread_id: str | None = None  # the thread (agent) or session the body names
@@ -46,6 +50,7 @@ class RunRequest:
     has_context: bool = False
     continues: str | None = None  # the assistant message a Vercel approval answer continues
     known_tool_calls: tuple[str, ...] = field(default=())
+    on_busy: OnBusy | None = None  # a session prompt's double-texting strategy (None: the routes' default)
 
 
 def check_id(value: Any, what: str) -> str:
@@ -55,13 +60,34 @@ def check_id(value: Any, what: str) -> str:
     return value
 
 
+def check_on_busy(value: Any) -> OnBusy:
+    """``value`` if it is a double-texting strategy, else a 400."""
+    if value not in get_args(OnBusy):
+        refuse(400, '`on_busy` must be "enqueue", "reject", "interrupt" or "rollback".')
+    return cast(OnBusy, value)
+
+
+def _content_blocks(value: Any) -> list[dict[str, Any]]:
+    """A session prompt's content blocks (objects with a string ``type``), else a 400.
+
+    The session checks the rest (base64, image type and size) and refuses with a `UserError` (400).
+    """
+    if not value or not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in value):
+        refuse(
+            400,
+            '`input` must be a string or a non-empty list of content blocks ({"type": "text", "text"}, {"type": '
+            '"image", "data": <base64>, "mime_type"}, {"type": "image_url", "url": "data:image/...;base64,..."}).',
+        )
+    return cast("list[dict[str, Any]]", value)
+
+
 def _is_decision(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, Mapping) and isinstance(value.get("type"), str))
 
 
 def _ndjson(body: dict[str, Any], session: bool) -> RunRequest:
     known = (
-        ("input", "message_id", "decision", "decisions", "cursor", "context")
+        ("input", "message_id", "decision", "decisions", "cursor", "context", "on_busy")
         if session
         else (
             "input",
@@ -75,8 +101,11 @@ def _ndjson(body: dict[str, Any], session: bool) -> RunRequest:
     if unknown:
         refuse(400, f"Unknown field(s) in the body ({len(unknown)}); it takes only {', '.join(known)}.")
     text = body.get("input")
-    if text is not None and not isinstance(text, str):
+    if session and isinstance(text, list):
+        text = _content_blocks(text)
+    elif text is not None and not isinstance(text, str):
         refuse(400, "`input` must be a string (the user's message).")
+    on_busy = check_on_busy(body["on_busy"]) if body.get("on_busy") is not None else None
     decision = body.get("decision")
     if decision is not None and not _is_decision(decision):
         refuse(400, '`decision` must be "approve", "reject" or an object with a "type" (e.g. {"type": "edit", ...}).')
@@ -101,6 +130,7 @@ def _ndjson(body: dict[str, Any], session: bool) -> RunRequest:
         cursor=cursor,
         context=body.get("context"),
         has_context="context" in body,
+        on_busy=on_busy,
     )
 
 
@@ -132,7 +162,7 @@ def _resume_decision(entry: Any) -> Decision:
     return cast(Decision, payload)  # a Decision form, or the answer to a plain interrupt, passed on unchanged
 
 
-def _ag_ui(body: dict[str, Any]) -> RunRequest:
+def _ag_ui(body: dict[str, Any], session: bool) -> RunRequest:
     from ag_ui.core import RunAgentInput
 
     try:
@@ -150,12 +180,44 @@ def _ag_ui(body: dict[str, Any]) -> RunRequest:
     last = run.messages[-1] if run.messages else None
     if last is None or getattr(last, "role", None) != "user":
         refuse(400, "Nothing to run: the last message must be the user's (or send `resume` for a waiting approval).")
-    text = _text_of(getattr(last, "content", ""))
-    if not text.strip():
+    content = getattr(last, "content", "")
+    text = _text_of(content)
+    images = _ag_ui_images(content) if session else []
+    if not text.strip() and not images:
         refuse(400, "The last user message has no text.")
     mid = getattr(last, "id", None)
     message_id = mid if isinstance(mid, str) and _ID.fullmatch(mid) else run_id
-    return RunRequest(input=text, thread_id=thread_id, run_id=run_id, message_id=message_id)
+    return RunRequest(input=_with_images(text, images), thread_id=thread_id, run_id=run_id, message_id=message_id)
+
+
+def _with_images(text: str, images: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """The prompt: the text alone, or (with images) content blocks, text first, as `Session.prompt` takes them."""
+    if not images:
+        return text
+    return [*([{"type": "text", "text": text}] if text.strip() else []), *images]
+
+
+def _ag_ui_images(content: Any) -> list[dict[str, Any]]:
+    """A session prompt's images from AG-UI input parts (``image`` with a ``data`` or ``url`` source)."""
+    images: list[dict[str, Any]] = []
+    for part in content if isinstance(content, list) else []:
+        source = getattr(part, "source", None) if getattr(part, "type", None) == "image" else None
+        if source is None:
+            continue
+        if source.type == "data":
+            images.append({"type": "image", "data": source.value, "mime_type": source.mime_type})
+        else:  # a URL: the session takes data URLs only and says so (a 400 naming the fix)
+            images.append({"type": "image_url", "url": source.value})
+    return images
+
+
+def _vercel_images(parts: list[Any]) -> list[dict[str, Any]]:
+    """A session prompt's images from AI SDK ``file`` parts whose media type is an image (their ``url``)."""
+    return [
+        {"type": "image_url", "url": p.get("url")}
+        for p in parts
+        if isinstance(p, Mapping) and p.get("type") == "file" and str(p.get("mediaType", "")).startswith("image/")
+    ]
 
 
 def _approvals(message: Mapping[str, Any]) -> tuple[dict[str, Decision], tuple[str, ...]]:
@@ -177,7 +239,7 @@ def _approvals(message: Mapping[str, Any]) -> tuple[dict[str, Decision], tuple[s
     return decisions, tuple(calls)
 
 
-def _vercel(body: dict[str, Any]) -> RunRequest:
+def _vercel(body: dict[str, Any], session: bool) -> RunRequest:
     chat_id = check_id(body.get("id"), "id")
     if body.get("trigger", "submit-message") != "submit-message":
         refuse(400, 'Only `trigger: "submit-message"` is supported; send the new message instead of regenerating.')
@@ -198,9 +260,10 @@ def _vercel(body: dict[str, Any]) -> RunRequest:
     if last.get("role") != "user":
         refuse(400, "The last message must be the user's (or the assistant's with approval answers).")
     text = "".join(str(p.get("text") or "") for p in parts if isinstance(p, Mapping) and p.get("type") == "text")
-    if not text.strip():
+    images = _vercel_images(parts) if session else []
+    if not text.strip() and not images:
         refuse(400, "The last user message has no text part.")
-    return RunRequest(input=text, thread_id=chat_id, message_id=message_id)
+    return RunRequest(input=_with_images(text, images), thread_id=chat_id, message_id=message_id)
 
 
 def parse_body(protocol: Protocol, body: dict[str, Any], *, session: bool = False) -> RunRequest:
@@ -208,5 +271,5 @@ def parse_body(protocol: Protocol, body: dict[str, Any], *, session: bool = Fals
     if protocol == "ndjson":
         return _ndjson(body, session)
     if protocol == "ag-ui":
-        return _ag_ui(body)
-    return _vercel(body)
+        return _ag_ui(body, session)
+    return _vercel(body, session)

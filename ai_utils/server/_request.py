@@ -63,6 +63,9 @@ _CURSOR = re.compile(r"[0-9]{1,19}")
 _MAX_CURSOR = 2**63 - 1
 _log = logging.getLogger("ai_utils.server")
 
+# Refusals that say the resource is busy or the id taken (retry later, or with another id): 409, not 400.
+_CONFLICTS = frozenset({"SESSION_BUSY", "MESSAGE_ID_IN_USE"})
+
 # The `type` of each error the HTTP layer itself answers (the others name the exception class).
 _TYPES = {
     400: "BadRequest",
@@ -99,7 +102,8 @@ def error_response(event: ErrorEvent, status: int, headers: Mapping[str, str] | 
 def failure_response(exc: BaseException) -> JSONResponse:
     """The JSON error response for an exception raised before a response existed.
 
-    `RequestError` -> its status; `UserError` -> 400 with its message; any other error -> 500 with a generic
+    `RequestError` -> its status; `UserError` -> 400 with its message (409 with its ``code`` for a busy session or
+    a message id in use); any other error -> 500 with a generic
     message and an ``error_id`` under which the full text and traceback are logged.
     """
     if isinstance(exc, RequestError):
@@ -109,7 +113,11 @@ def failure_response(exc: BaseException) -> JSONResponse:
         return error_response(event, exc.status, exc.headers)
     if isinstance(exc, UserError):
         _log.warning("request refused: %s: %s", type(exc).__name__, exc)
-        return error_response(error_event(exc), 400)
+        event = error_event(exc)
+        code = getattr(exc, "code", None)
+        if isinstance(code, str):
+            event["code"] = code  # e.g. SESSION_BUSY: a client branches on it, not on the message
+        return error_response(event, 409 if code in _CONFLICTS else 400)
     return error_response(failure_event(exc), error_status(exc))
 
 

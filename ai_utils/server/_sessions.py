@@ -11,7 +11,7 @@ from starlette.routing import Route
 
 from ai_utils.exceptions import UserError
 from ai_utils.gateway.actor import Actor
-from ai_utils.server._bodies import Protocol, RunRequest, check_id, parse_body
+from ai_utils.server._bodies import OnBusy, Protocol, RunRequest, check_id, parse_body
 from ai_utils.server._options import ContextHook, blocking, check_options, run_context
 from ai_utils.server._owners import Owners
 from ai_utils.server._request import Authenticate, actor_key, parse_cursor, read_json, refuse, route
@@ -26,9 +26,16 @@ class _Sessions:
     """The endpoints of one agent's session routes (one object, so each route is a short method)."""
 
     def __init__(
-        self, agent: Any, base: str, protocol: Protocol, max_body_bytes: int, context: ContextHook | None
+        self,
+        agent: Any,
+        base: str,
+        protocol: Protocol,
+        max_body_bytes: int,
+        context: ContextHook | None,
+        on_busy: OnBusy,
     ) -> None:
         self.agent = agent
+        self.on_busy = on_busy
         self.base = base
         self.store = agent.sessions
         self.owners = Owners(self.store, str(agent.name))
@@ -57,7 +64,11 @@ class _Sessions:
             body.cursor if body.cursor is not None else await blocking(self.store, self.store.last_cursor, session_id)
         )
         turn = await session.aprompt(
-            body.input, message_id=body.message_id, decision=body.decision, decisions=body.decisions
+            body.input,
+            message_id=body.message_id,
+            decision=body.decision,
+            decisions=body.decisions,
+            on_busy=body.on_busy or self.on_busy,
         )
         if turn.repeated and body.cursor is None:
             row = await blocking(self.store, self.store.turn, turn.id)
@@ -161,6 +172,7 @@ def session_routes(
     protocol: Protocol = "ndjson",
     max_body_bytes: int = 1_048_576,
     context: ContextHook | None = None,
+    on_busy: OnBusy = "enqueue",
 ) -> list[Route]:
     """Starlette routes for ``agent``'s durable sessions (mount them in FastAPI too).
 
@@ -168,8 +180,12 @@ def session_routes(
       ``"ag-ui"`` / ``"vercel-ai"`` the body is the protocol's run request and its thread id names the
       session: created (owned by the caller) if new, then prompted, and the turn is streamed.
     - ``POST {path}/{id}/prompt``: ``{"input"?, "message_id"?, "decision"?, "decisions"?, "cursor"?,
-      "context"?}`` (or the protocol's body): stored before it is acknowledged; streams the session's log
-      from ``cursor`` (default: where it stood before this prompt) until the session is idle.
+      "context"?, "on_busy"?}`` (or the protocol's body): stored before it is acknowledged; streams the
+      session's log from ``cursor`` (default: where it stood before this prompt) until the session is idle.
+      ``input`` is the user's text or a list of content blocks (text and images, as `Session.prompt` takes).
+      While another turn of the session runs, ``on_busy`` decides (as `Session.prompt`): ``"reject"``
+      answers 409 with the JSON error object (``code: "SESSION_BUSY"``) and stores nothing; ``"enqueue"``,
+      ``"interrupt"`` and ``"rollback"`` stream as usual.
     - ``GET {path}/{id}/stream?cursor=n``: the reconnect route: every stored line after ``n``, then live
       (SSE: also ``Last-Event-ID``; each event's ``id`` is its line's cursor; the AI SDK's reconnect without a
       cursor gets the running turn from its start, or 204).
@@ -192,6 +208,8 @@ def session_routes(
         max_body_bytes: the largest body read (413 beyond).
         context: ``(request, actor) -> context`` for the session's tools; when set, a body ``context`` is
             refused.
+        on_busy: the double-texting strategy of a prompt that names none (AG-UI and AI SDK bodies cannot):
+            ``"enqueue"`` (default), ``"reject"``, ``"interrupt"`` or ``"rollback"``.
 
     Returns:
         The five routes.
@@ -200,10 +218,12 @@ def session_routes(
         UserError: a bad option, or an agent without ``sessions=``.
     """
     path = check_options("session_routes", path, protocol, max_body_bytes, authenticate, context)
+    if on_busy not in ("enqueue", "reject", "interrupt", "rollback"):
+        raise UserError(f"session_routes(on_busy={on_busy!r}): use 'enqueue', 'reject', 'interrupt' or 'rollback'.")
     if getattr(agent, "sessions", None) is None:
         raise UserError("session_routes(agent) needs an agent built with sessions= (e.g. sqlite_sessions(path)).")
     base = "" if path == "/" else path
-    routes = _Sessions(agent, base, protocol, max_body_bytes, context)
+    routes = _Sessions(agent, base, protocol, max_body_bytes, context, on_busy)
     item = base + "/{session_id}"
     return [
         route(base or "/", routes.create, ("POST",), authenticate, f"session_create:{path}"),

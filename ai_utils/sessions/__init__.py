@@ -29,14 +29,15 @@ __all__ = [
 
 if TYPE_CHECKING:
     from ai_utils.sessions._postgres import postgres_sessions
-    from ai_utils.sessions._session import Session, Turn, TurnResult
+    from ai_utils.sessions._session import Session
     from ai_utils.sessions._sqlite import memory_sessions, sqlite_sessions
     from ai_utils.sessions._store import SessionStore
+    from ai_utils.sessions._turn import Turn, TurnResult
 
 _LAZY = {
     "Session": "ai_utils.sessions._session",
-    "Turn": "ai_utils.sessions._session",
-    "TurnResult": "ai_utils.sessions._session",
+    "Turn": "ai_utils.sessions._turn",
+    "TurnResult": "ai_utils.sessions._turn",
     "SessionStore": "ai_utils.sessions._store",
     "memory_sessions": "ai_utils.sessions._sqlite",
     "sqlite_sessions": "ai_utils.sessions._sqlite",

@@ -4,10 +4,12 @@ Turns finish on their own (SPEC §14): a turn is never tied to the caller's iter
 of its own (a daemon thread) whether it was prompted from sync code (``prompt``) or async code
 (``aprompt``). Per session, one *driver* task claims the lease, runs every open turn in order (a crashed
 one first), turns left-over steers into the next turn, and gives the lease back. Another worker's lease is
-waited for by polling (bounded interval); its expiry is the takeover.
+waited for (woken when it is given back: at once in this process and, on Postgres, by ``NOTIFY``; else a
+bounded poll); its expiry, or its holder dying on this host, is the takeover. The lease is renewed every
+``lease_seconds / 3``.
 
 `Signal` wakes readers of this process (sync or async, any loop) the moment a line is stored; readers in
-other processes poll the store.
+other processes are woken by the store's listener (Postgres ``LISTEN``) or poll it (SQLite, <= 50 ms).
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from ai_utils.exceptions import SessionFencedError
 
-__all__ = ["Engine", "Signal"]
+__all__ = ["Engine", "Signal", "control"]
 
 logger = logging.getLogger("ai_utils.sessions")
 _MAX_VERSIONS = 10_000
@@ -45,11 +47,20 @@ class Recent(OrderedDict[str, Any]):
             self.popitem(last=False)
 
 
+_CONTROL = "\x00control"
+
+
+def control(session_id: str) -> str:
+    """The `Signal` key of a session's control events (a cancel, an interrupting prompt, a lease given back)."""
+    return session_id + _CONTROL
+
+
 class Signal:
     """Per-session version counters that sync and async waiters (on any loop) can wait on."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
+        self.control = threading.Event()  # set on every control publish (the keeper waits on it)
         self._versions: dict[str, int] = {}
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
 
@@ -66,6 +77,8 @@ class Signal:
                 self._versions = {k: v for k, v in self._versions.items() if k in self._waiters}
             self._versions[session_id] = self._versions.get(session_id, 0) + 1
             self._cond.notify_all()
+            if session_id.endswith(_CONTROL):
+                self.control.set()
             waiters = self._waiters.pop(session_id, [])
         for loop, future in waiters:
             if _on(loop):
@@ -94,6 +107,10 @@ class Signal:
                 waiting = self._waiters.get(session_id, [])
                 if (loop, future) in waiting:
                     waiting.remove((loop, future))
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            # Python 3.11's wait_for returns the result when a cancel meets the wake-up: keep the cancel.
+            raise asyncio.CancelledError
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -120,6 +137,10 @@ class Engine:
         self._running: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
         self._cancelled: set[str] = set()
         self._owners: Recent = Recent()
+        self._lost_leases: Recent = Recent()
+        self._held: dict[str, int] = {}  # session -> lease token this worker holds
+        self._keeper: threading.Thread | None = None
+        self._keeping = True
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         # Loops that run drivers: the SQLite saver runs inline there.
@@ -148,10 +169,14 @@ class Engine:
 
         A turn still running after ``timeout`` stops as in a crash: the next worker continues it.
         """
-        self.closing = True
         deadline = time.monotonic() + timeout
+        self.closing = True
         while self._running and time.monotonic() < deadline:
             time.sleep(0.02)
+        self._keeping = False
+        self.signal.control.set()
+        if self._keeper is not None:
+            self._keeper.join(5)
         loop, thread = self._loop, self._thread
         if loop is None or thread is None or not loop.is_running():
             return
@@ -183,12 +208,14 @@ class Engine:
 
     # --- drivers -----------------------------------------------------------------------------------------
 
-    def kick(self, session_id: str, *, here: bool = False) -> None:
-        """Make sure a driver works on ``session_id``.
+    def kick(self, session_id: str, *, owner: str | None = None, here: bool = False) -> None:
+        """Make sure a driver works on ``session_id`` (``owner``: the agent name it belongs to, when known).
 
         With ``here`` (async callers) the driver is a task on the running loop; else it runs on the background
         loop, since sync code must never wait on a turn that its own loop would have to run.
         """
+        if owner is not None:
+            self._owners[session_id] = owner
         loop = asyncio.get_running_loop() if here else self.loop
         with self._lock:
             self._kicks[session_id] = self._kicks.get(session_id, 0) + 1
@@ -200,6 +227,22 @@ class Engine:
             self._start(session_id)
         else:
             loop.call_soon_threadsafe(self._start, session_id)
+
+    def _events(self, session_id: str) -> Any:
+        """The `Emitter` of the agent that owns the session (a no-op one when unknown)."""
+        agent = self.agents.get(self._owners.get(session_id) or "")
+        link = getattr(agent, "_sessions_link", None)
+        return link.events if link is not None else _NO_EVENTS
+
+    async def io(self, fn: Callable[..., T], *args: Any) -> T:
+        """A store call from a driver: in a worker thread on Postgres, inline on SQLite.
+
+        On Postgres one session's round trip must not stall the others on this loop; on SQLite the call takes
+        microseconds and a thread hop would cost more.
+        """
+        if self.store.kind == "postgres":
+            return await asyncio.to_thread(fn, *args)
+        return fn(*args)
 
     def runs_here(self, session_id: str) -> bool:
         """Whether the session's driver runs on the loop running in this thread (a sync wait would deadlock it)."""
@@ -236,58 +279,129 @@ class Engine:
             raise
 
     async def _work(self, session_id: str) -> None:
-        store = self.store
+        store, io = self.store, self.io
         delay = store.poll_seconds
+        # With NOTIFY a lease given back wakes us at once: the poll only has to notice a worker that died.
+        cap = min(max(store.lease_seconds / 3, 0.5), 5.0) if store.kind == "postgres" else 0.5
+        key = control(session_id)
         while True:
-            token = store.claim(session_id)
-            if token is not None:
+            seen = self.signal.version(key)
+            claimed = await io(store.claim, session_id)
+            if claimed is not None:
                 break
-            if not store.busy(session_id):
+            if not await io(store.busy, session_id):
                 return
-            await asyncio.sleep(delay)  # another worker runs it; its lease expiring is the takeover
-            delay = min(delay * 1.5, 0.5)
-        renewer = asyncio.create_task(self._renew(session_id, token))
+            # Another worker runs it: woken when it gives the lease back; its expiry (or death) is the takeover.
+            await self.signal.await_version(key, seen, delay)
+            delay = min(delay * 1.5, cap)
+        token, took_from = claimed
+        if took_from is not None:
+            logger.info("Session %r: its worker %s died on this host; continuing its turn now", session_id, took_from)
+        events = self._events(session_id)
+        events.emit("lease.acquired", session_id=session_id, token=token, from_dead_worker=took_from is not None)
+        self._hold(session_id, token)
+        released = False
         try:
             from ai_utils.sessions._turns import run_turn
 
             while not self.closing:
-                turn = store.next_turn(session_id)
+                turn = await io(store.next_turn, session_id)
                 if turn is None:
-                    if store.steers_to_turn(session_id, token):
+                    made = await io(store.steers_to_turn, session_id, token)
+                    if made is not None:
+                        self._steers_context(*made)
                         continue
                     return
-                owner = self._owners.get(session_id) or store.owner_of(session_id) or ""
+                owner = self._owners.get(session_id) or await io(store.owner_of, session_id) or ""
                 self._owners[session_id] = owner  # a session never changes its agent
                 agent = self.agents.get(owner)
                 if agent is None:
                     logger.warning("Session %r: no agent of its name in this worker; leaving it queued", session_id)
                     return
-                await run_turn(self, agent, session_id, token, turn)
+                released = await run_turn(self, agent, session_id, token, turn)
+                if released:
+                    return  # the turn's end gave the lease back: nothing else was waiting
+        except SessionFencedError:
+            self._lost(session_id, token)
+            raise
         finally:
-            renewer.cancel()
-            with contextlib.suppress(Exception):
-                store.release(session_id, token)
+            with self._lock:
+                self._held.pop(session_id, None)
+            if not released:
+                with contextlib.suppress(Exception):
+                    await io(store.release, session_id, token)
             self.signal.publish(session_id)
+            self.signal.publish(key)
 
-    async def _renew(self, session_id: str, token: int) -> None:
+    def _lost(self, session_id: str, token: int) -> None:
+        """Emit ``lease.lost`` once per lease (the renewer and the refused write may both notice)."""
+        if self._lost_leases.get(session_id) != token:
+            self._lost_leases[session_id] = token
+            self._events(session_id).emit("lease.lost", session_id=session_id, token=token)
+
+    def _steers_context(self, turn_id: str, steer_ids: list[str]) -> None:
+        """A turn made of left-over steers gets the context of the session object that sent the first one."""
+        context = self.contexts.pop(f"steer:{steer_ids[0]}", None)
+        for steer in steer_ids[1:]:
+            self.contexts.pop(f"steer:{steer}", None)
+        if context is not None:
+            self.contexts[turn_id] = context
+
+    # --- the keeper: one thread renews every lease of this worker and looks for cancels -------------------
+
+    def _hold(self, session_id: str, token: int) -> None:
+        with self._lock:
+            self._held[session_id] = token
+            if self._keeper is None:
+                self._keeper = threading.Thread(target=self._keep, name="ai_utils-sessions-keeper", daemon=True)
+                self._keeper.start()
+
+    def _keep(self) -> None:
+        """Renew this worker's leases, and cancel a running turn that another process cancelled.
+
+        Every ``lease_seconds / 3`` one statement renews every lease this worker holds; every ``control_seconds``
+        (at once when woken by a notification) one read finds cancels sent from other processes. A thread of
+        its own, so a busy event loop never delays a renewal into a takeover.
+        """
         store = self.store
-        every = max(min(store.lease_seconds / 3, 1.0), 0.02)
-        poll = min(0.2, every)
-        waited = 0.0
-        while True:
-            await asyncio.sleep(poll)
-            waited += poll
+        every = max(store.lease_seconds / 3, 0.02)
+        renew_at = time.monotonic() + every
+        while self._keeping:
+            self.signal.control.wait(min(store.control_seconds, every))
+            self.signal.control.clear()
+            with self._lock:
+                held = dict(self._held)
+                running = {sid: getattr(task, "turn_seq", None) for sid, (_, task) in self._running.items()}
+            if not held:
+                renew_at = time.monotonic() + every
+                continue
+            try:
+                if running:
+                    cancelled = store.cancel_seqs()
+                    for session_id, seq in running.items():
+                        if seq is not None and cancelled.get(session_id, 0) >= seq:
+                            self.cancel(session_id)  # cancelled from another worker (s.cancel(), on_busy=...)
+                if time.monotonic() >= renew_at:
+                    renew_at = time.monotonic() + every
+                    renewed = store.renew_all()
+                    with self._lock:
+                        still = {sid: token for sid, token in held.items() if self._held.get(sid) == token}
+                    for session_id, token in still.items():
+                        if session_id not in renewed:
+                            logger.warning("Session %r: lease taken over by another worker; stopping", session_id)
+                            self._lost(session_id, token)
+                            self._stop(session_id)
+            except Exception:  # the store is unreachable: try again; the leases run out if it stays so
+                logger.warning("Session worker could not renew its leases; retrying", exc_info=True)
+
+    def _stop(self, session_id: str) -> None:
+        """Stop the session's running turn in this worker (its lease is lost: not a user's cancel)."""
+        with self._lock:
             running = self._running.get(session_id)
-            seq = getattr(running[1], "turn_seq", None) if running is not None else None
-            if seq is not None and store.cancel_seq(session_id) >= seq:
-                self.cancel(session_id)  # cancelled from another worker
-            if waited >= every:
-                waited = 0.0
-                if not store.renew(session_id, token):
-                    logger.warning("Session %r: lease taken over by another worker; stopping", session_id)
-                    if running is not None:
-                        running[1].cancel()
-                    return
+        if running is not None:
+            loop, task = running
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(task.cancel)
 
     # --- the running turn --------------------------------------------------------------------------------
 
@@ -304,11 +418,19 @@ class Engine:
         """Whether the running turn was cancelled by ``session.cancel()`` (not by a shutdown)."""
         return session_id in self._cancelled
 
-    def cancel(self, session_id: str) -> None:
-        """Cancel the session's running turn if this worker runs it (thread-safe, any loop)."""
+    def cancel(self, session_id: str, *, before: int | None = None) -> None:
+        """Cancel the session's running turn if this worker runs it (thread-safe, any loop).
+
+        Args:
+            session_id: the session.
+            before: only a turn accepted before this sequence number (a prompt that interrupts cancels the turns
+                ahead of it, never itself).
+        """
         with self._lock:
             running = self._running.get(session_id)
             if running is None:
+                return
+            if before is not None and getattr(running[1], "turn_seq", before) >= before:
                 return
             self._cancelled.add(session_id)
         loop, task = running
@@ -316,6 +438,14 @@ class Engine:
             task.cancel()
         else:
             loop.call_soon_threadsafe(task.cancel)
+
+
+class _NoEvents:
+    def emit(self, type: str, **fields: Any) -> None:
+        pass
+
+
+_NO_EVENTS = _NoEvents()
 
 
 def _on(loop: asyncio.AbstractEventLoop) -> bool:

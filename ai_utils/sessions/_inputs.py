@@ -9,13 +9,30 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import Any, NamedTuple
 
-from ai_utils.exceptions import MessageIdInUseError, UserError
-from ai_utils.sessions._leases import Leases
-from ai_utils.sessions._schema import MAX_STEERS, Cursor, dumps
+from ai_utils.exceptions import MessageIdInUseError, SessionBusyError, UserError
+from ai_utils.sessions._leases import Leases, returning
+from ai_utils.sessions._schema import MAX_STEERS, Cursor, SessionConfig, dumps, loads
 
-__all__ = ["Inputs"]
+__all__ = ["OPEN", "Accepted", "Inputs"]
+
+OPEN = "('queued', 'running', 'resume')"
+"""Turn statuses that still have work: queued, running (or its worker died), a yielded turn being continued."""
+_OPEN_OR_YIELDED = "('queued', 'running', 'resume', 'yielded')"
+
+
+def _continue_yielded(cur: Cursor, session_id: str) -> None:
+    """A yielded turn is continued next (its passed ``yield_at`` dropped); only a yielded turn costs a rewrite."""
+    cur.execute(
+        "UPDATE ai_utils_turns SET status = 'resume' WHERE session_id = ? AND status = 'yielded' "
+        "RETURNING turn_id, payload",
+        (session_id,),
+    )
+    for turn_id, payload in cur.fetchall():
+        kept = {k: v for k, v in loads(payload).items() if k != "yield_at"}
+        cur.execute("UPDATE ai_utils_turns SET payload = ? WHERE turn_id = ?", (dumps(kept), turn_id))
+
 
 # The steers of a session no turn has taken yet.
 _WAITING = "FROM ai_utils_inputs WHERE session_id = ? AND kind = 'steer' AND taken = 0"
@@ -47,19 +64,48 @@ def _earlier_input(cur: Cursor, session_id: str, message_id: str | None, kind: s
     return seen
 
 
+class Accepted(NamedTuple):
+    """What storing a prompt gave: its turn, its message id, whether it repeated one, the log's last cursor."""
+
+    turn_id: str
+    message_id: str
+    repeated: bool
+    last_cursor: int
+    seq: int
+
+
+def check_config(session_id: str, stored: tuple[Any, Any], given: SessionConfig | None) -> None:
+    """`UserError` when a session is opened with a model or instructions other than those stored with it."""
+    if given is None:
+        return
+    for name, have, want in (("model", stored[0], given.model), ("instructions", stored[1], given.instructions)):
+        if want is not None and want != have:
+            shown = repr(have) if name == "model" or have is None else f"other instructions ({len(have)} chars)"
+            raise UserError(
+                f"Session {session_id!r} was created with {name}={shown}; it cannot be opened with another "
+                f"{name}. Open it without `{name}=` (it keeps its own) or start a new session."
+            )
+
+
 class Inputs(Leases):
     """The input half of `SessionStore`."""
 
-    def _session(self, cur: Cursor, session_id: str, agent: str, *, create: bool) -> tuple[Any, ...]:
+    def _session(
+        self, cur: Cursor, session_id: str, agent: str, *, create: bool, config: SessionConfig | None = None
+    ) -> tuple[Any, ...]:
         if create:
             # Insert first: two processes creating one session at once must not both find it missing.
             cur.execute(
-                "INSERT INTO ai_utils_sessions (session_id, agent, created) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                (session_id, agent, time.time()),
+                "INSERT INTO ai_utils_sessions (session_id, agent, created, model, instructions) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (session_id, agent, time.time(), *((config.model, config.instructions) if config else (None, None))),
             )
+        # What a prompt needs to know about the session's turns comes with the row (one round trip).
         cur.execute(
-            "SELECT agent, lease_token, last_cursor, next_seq FROM ai_utils_sessions WHERE session_id = ?"
-            + self.db.for_update,
+            "SELECT agent, lease_token, last_cursor, next_seq, model, instructions, "
+            f"EXISTS (SELECT 1 FROM ai_utils_turns t WHERE t.session_id = s.session_id AND t.status IN {OPEN}), "
+            "EXISTS (SELECT 1 FROM ai_utils_turns t WHERE t.session_id = s.session_id AND t.status = 'yielded') "
+            "FROM ai_utils_sessions s WHERE session_id = ?" + self.db.for_update,
             (session_id,),
         )
         row = cur.fetchone()
@@ -70,45 +116,113 @@ class Inputs(Leases):
                 f"Session {session_id!r} belongs to the agent named {row[0]!r}, not {agent!r}. Open it from an "
                 f"agent with name={row[0]!r} (a session keeps the name of the agent that created it)."
             )
-        return tuple(row)
+        check_config(session_id, (row[4], row[5]), config)
+        return (*row[:4], bool(row[6]), bool(row[7]))
+
+    def session_row(self, session_id: str) -> tuple[str, str | None, str | None] | None:
+        """``(agent, model, instructions)`` of a stored session, or ``None`` when it does not exist yet."""
+        with self.db.read() as cur:
+            cur.execute("SELECT agent, model, instructions FROM ai_utils_sessions WHERE session_id = ?", (session_id,))
+            row = cur.fetchone()
+        return None if row is None else (str(row[0]), row[1], row[2])
 
     def owner_of(self, session_id: str) -> str | None:
         """The agent name a session belongs to, or ``None`` when it does not exist yet."""
-        with self.db.read() as cur:
-            cur.execute("SELECT agent FROM ai_utils_sessions WHERE session_id = ?", (session_id,))
-            row = cur.fetchone()
-        return None if row is None else str(row[0])
+        row = self.session_row(session_id)
+        return None if row is None else row[0]
 
     def accept_prompt(
-        self, session_id: str, agent: str, message_id: str | None, payload: dict[str, Any]
-    ) -> tuple[str, str, bool, int]:
-        """Store a prompt and its queued turn in one transaction: ``(turn_id, message_id, repeated, last_cursor)``."""
+        self,
+        session_id: str,
+        agent: str,
+        message_id: str | None,
+        payload: dict[str, Any],
+        *,
+        on_busy: str = "enqueue",
+        config: SessionConfig | None = None,
+    ) -> Accepted:
+        """Store a prompt and its queued turn in one transaction.
+
+        ``on_busy`` says what happens to the session's open turns: ``enqueue`` waits behind them, ``reject``
+        raises `SessionBusyError` (nothing stored), ``interrupt`` cancels them, ``rollback`` cancels them and has
+        their messages removed from the thread. A yielded turn is continued first (``enqueue``/``reject``) or
+        ends cancelled (``interrupt``/``rollback``).
+        """
         body = dumps(payload)
         with self.db.write() as cur:
-            _, _, last_cursor, next_seq = self._session(cur, session_id, agent, create=True)
+            _, _, last_cursor, next_seq, busy, yielded = self._session(
+                cur, session_id, agent, create=True, config=config
+            )
             seen = _earlier_input(cur, session_id, message_id, "prompt")
             if seen is not None and message_id is not None:
-                return str(seen[1]), message_id, True, int(last_cursor)
+                return Accepted(str(seen[1]), message_id, True, int(last_cursor), 0)
+            if on_busy == "reject":
+                if busy:
+                    raise SessionBusyError(
+                        f"Session {session_id!r} is running a turn and the prompt said on_busy='reject'; nothing was "
+                        "stored. Send it again when the turn ended, or use on_busy='enqueue' to wait behind it.",
+                        session_id=session_id,
+                    )
             message_id = message_id or uuid.uuid4().hex
             turn_id = uuid.uuid4().hex
             seq = int(next_seq) + 1
-            cur.execute("UPDATE ai_utils_sessions SET next_seq = ? WHERE session_id = ?", (seq, session_id))
+            notify = ""
+            if on_busy in ("interrupt", "rollback"):
+                if on_busy == "rollback":
+                    cur.execute(
+                        f"UPDATE ai_utils_turns SET rollback = 1 WHERE session_id = ? AND status IN {_OPEN_OR_YIELDED}",
+                        (session_id,),
+                    )
+                # Every turn accepted before this one is cancelled: a running one at its worker's next look.
+                cur.execute("UPDATE ai_utils_sessions SET cancel_seq = ? WHERE session_id = ?", (seq - 1, session_id))
+                notify = "control"
+            if yielded:  # continued before this prompt (or, cancelled above, it ends at once)
+                _continue_yielded(cur, session_id)
+            cur.execute(
+                "UPDATE ai_utils_sessions SET next_seq = ? WHERE session_id = ?" + returning(self.db, notify=notify),
+                (seq, session_id),
+            )
             cur.execute(
                 "INSERT INTO ai_utils_inputs (session_id, message_id, kind, turn_id, seq, taken) "
                 "VALUES (?, ?, 'prompt', ?, ?, 1)",
                 (session_id, message_id, turn_id, seq),
             )
             _queue_turn(cur, turn_id, session_id, seq, message_id, body)
-        return turn_id, message_id, False, int(last_cursor)
+        return Accepted(turn_id, message_id, False, int(last_cursor), seq)
 
-    def accept_steer(self, session_id: str, agent: str, message_id: str | None, text: str) -> tuple[str, str | None]:
+    def resume_yielded(self, session_id: str, agent: str, yield_at: float | None) -> tuple[str, str, int] | None:
+        """Continue the session's yielded turn (with a new ``yield_at``).
+
+        Returns:
+            ``(turn_id, message_id, last_cursor)``, or ``None`` when no turn is yielded.
+        """
+        with self.db.write() as cur:
+            last_cursor = self._session(cur, session_id, agent, create=False)[2]
+            cur.execute(
+                "SELECT turn_id, message_id, payload FROM ai_utils_turns WHERE session_id = ? AND status = 'yielded'",
+                (session_id,),
+            )
+            row = cur.fetchone()
+            if row is None:
+                return None
+            payload = {k: v for k, v in loads(row[2]).items() if k != "yield_at"}
+            if yield_at is not None:
+                payload["yield_at"] = yield_at
+            cur.execute(
+                "UPDATE ai_utils_turns SET status = 'resume', payload = ? WHERE turn_id = ?", (dumps(payload), row[0])
+            )
+        return str(row[0]), str(row[1]), int(last_cursor)
+
+    def accept_steer(
+        self, session_id: str, agent: str, message_id: str | None, text: str, config: SessionConfig | None = None
+    ) -> tuple[str, str | None]:
         """Store a steer: queued for the running turn, or (no turn open) as the next turn.
 
         Returns:
             ``(message_id, turn_id)``; ``turn_id`` is set when the steer became a turn of its own.
         """
         with self.db.write() as cur:
-            _, _, _, next_seq = self._session(cur, session_id, agent, create=True)
+            _, _, _, next_seq, open_turns, _ = self._session(cur, session_id, agent, create=True, config=config)
             seen = _earlier_input(cur, session_id, message_id, "steer")
             if seen is not None and message_id is not None:
                 return message_id, seen[1]
@@ -119,11 +233,6 @@ class Inputs(Leases):
                     f"Session {session_id!r} already has {MAX_STEERS} steers waiting; wait for the turn to take "
                     "them (or cancel it) before steering again."
                 )
-            cur.execute(
-                "SELECT COUNT(*) FROM ai_utils_turns WHERE session_id = ? AND status IN ('queued', 'running')",
-                (session_id,),
-            )
-            open_turns = int(cur.fetchone()[0])
             seq = int(next_seq) + 1
             cur.execute("UPDATE ai_utils_sessions SET next_seq = ? WHERE session_id = ?", (seq, session_id))
             turn_id = None
@@ -136,6 +245,15 @@ class Inputs(Leases):
                 (session_id, message_id, turn_id, seq, text, 1 if turn_id else 0),
             )
         return message_id, turn_id
+
+    def open_turns(self, session_id: str) -> list[str]:
+        """The ids of the session's turns that still have work, oldest first."""
+        with self.db.read() as cur:
+            cur.execute(
+                f"SELECT turn_id FROM ai_utils_turns WHERE session_id = ? AND status IN {OPEN} ORDER BY seq",
+                (session_id,),
+            )
+            return [str(r[0]) for r in cur.fetchall()]
 
     def _steers_waiting(self, session_id: str) -> bool:
         with self.db.read() as cur:
@@ -164,31 +282,29 @@ class Inputs(Leases):
             self._join_steers(cur, session_id, turn_id)
         return [(message_id, text) for message_id, text, _ in steers]
 
-    def steers_to_turn(self, session_id: str, token: int) -> bool:
-        """Steers that no turn took become the next turn (one user message each); ``True`` if one was made."""
+    def steers_to_turn(self, session_id: str, token: int) -> tuple[str, list[str]] | None:
+        """Steers that no turn took become the next turn (one user message each): ``(turn_id, steer message ids)``."""
         if not self._steers_waiting(session_id):
-            return False
+            return None
         with self.fenced(session_id, token) as (cur, _):
             steers = self._waiting_steers(cur, session_id)
             if not steers:
-                return False
+                return None
             turn_id = uuid.uuid4().hex
             message_id, _, seq = steers[0]
             _queue_turn(cur, turn_id, session_id, seq, message_id, dumps({"input": [s[1] for s in steers]}))
             self._join_steers(cur, session_id, turn_id)
-        return True
+        return turn_id, [s[0] for s in steers]
 
     def request_cancel(self, session_id: str) -> int:
         """Cancel every turn accepted so far; returns the highest cancelled sequence number."""
         with self.db.write() as cur:
-            cur.execute("UPDATE ai_utils_sessions SET cancel_seq = next_seq WHERE session_id = ?", (session_id,))
-            cur.execute("SELECT cancel_seq FROM ai_utils_sessions WHERE session_id = ?", (session_id,))
-            row = cur.fetchone()
-        return 0 if row is None else int(row[0])
-
-    def cancel_seq(self, session_id: str) -> int:
-        """Turns with a sequence number up to this one are cancelled."""
-        with self.db.read() as cur:
+            cur.execute(
+                "UPDATE ai_utils_sessions SET cancel_seq = next_seq WHERE session_id = ?"
+                + returning(self.db, notify="control"),
+                (session_id,),
+            )
+            _continue_yielded(cur, session_id)  # a yielded turn ends cancelled too
             cur.execute("SELECT cancel_seq FROM ai_utils_sessions WHERE session_id = ?", (session_id,))
             row = cur.fetchone()
         return 0 if row is None else int(row[0])

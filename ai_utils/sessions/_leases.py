@@ -1,8 +1,9 @@
 """Session leases: one worker at a time runs a session's turns, and a replaced worker's writes are refused.
 
-A lease is a row lock with a time limit: ``claim`` takes it when it is free or expired and bumps the
-session's ``lease_token``; every write a running turn makes goes through `Leases.fenced`, one transaction
-that first checks the token is still this worker's (`SessionFencedError` otherwise, rolled back).
+A lease is a row lock with a time limit: ``claim`` takes it when it is free or expired, or when its holder
+is a dead process on this host (`ai_utils.sessions._holder`), and bumps the session's ``lease_token``; every
+write a running turn makes goes through `Leases.fenced`, one transaction that first checks the token is
+still this worker's (`SessionFencedError` otherwise, rolled back).
 """
 
 from __future__ import annotations
@@ -10,11 +11,38 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ai_utils.exceptions import SessionFencedError
+from ai_utils.sessions._holder import Holder, host_id
 from ai_utils.sessions._schema import Cursor, Db
 
-__all__ = ["Leases"]
+__all__ = ["Leases", "Orphans", "returning"]
+
+_OPEN = "('queued', 'running', 'resume')"
+
+
+def returning(db: Db, *columns: str, notify: str = "") -> str:
+    """A ``RETURNING`` clause for the columns, plus the dialect's notification (``"lines"`` or ``"control"``).
+
+    A Postgres ``NOTIFY`` rides on the statement this way, costing no round trip of its own.
+    """
+    exprs = list(columns)
+    if notify:
+        expr = db.notify if notify == "lines" else db.notify_control
+        if expr:
+            exprs.append(expr)
+    return f" RETURNING {', '.join(exprs)}" if exprs else ""
+
+
+@dataclass(frozen=True)
+class Orphans:
+    """Sessions of an agent with open turns: whose worker is gone, and whose lease another host still holds."""
+
+    free: list[str]
+    """No live lease (none, expired, or its holder is a dead process on this host): continue them now."""
+    elsewhere: dict[str, float]
+    """Held by a worker on another host: ``session_id -> lease_until`` (taken over once that passes)."""
 
 
 class Leases:
@@ -26,37 +54,65 @@ class Leases:
     # Lease tokens this worker holds (or held until it was fenced): the checkpointer fences with them.
     leases: dict[str, int]
 
-    def claim(self, session_id: str) -> int | None:
-        """Take the session's lease when it is free or expired: the new token, else ``None``."""
+    def claim(self, session_id: str) -> tuple[int, str | None] | None:
+        """Take the session's lease when it is free, expired or held by a dead process of this host.
+
+        Returns:
+            ``(token, previous holder)`` (the holder only when it was a dead local process), else ``None``.
+        """
         now = time.time()
+        until = now + self.lease_seconds
+        took_from = None
         with self.db.write() as cur:
             cur.execute(
                 "UPDATE ai_utils_sessions SET lease_owner = ?, lease_token = lease_token + 1, lease_until = ? "
-                "WHERE session_id = ? AND (lease_owner IS NULL OR lease_until < ?)",
-                (self.owner, now + self.lease_seconds, session_id, now),
+                "WHERE session_id = ? AND (lease_owner IS NULL OR lease_until < ?)" + returning(self.db, "lease_token"),
+                (self.owner, until, session_id, now),
             )
-            if cur.rowcount != 1:
-                return None
-            cur.execute("SELECT lease_token FROM ai_utils_sessions WHERE session_id = ?", (session_id,))
-            token = int(cur.fetchone()[0])
+            row = cur.fetchone()
+            if row is None:
+                cur.execute(
+                    "SELECT lease_owner, lease_token FROM ai_utils_sessions WHERE session_id = ?", (session_id,)
+                )
+                held = cur.fetchone()
+                holder = Holder.parse(held[0]) if held is not None else None
+                if holder is None or not holder.dead_here():
+                    return None
+                # Its holder died on this host: take it over now (only if nobody else did meanwhile).
+                cur.execute(
+                    "UPDATE ai_utils_sessions SET lease_owner = ?, lease_token = lease_token + 1, lease_until = ? "
+                    "WHERE session_id = ? AND lease_token = ?" + returning(self.db, "lease_token"),
+                    (self.owner, until, session_id, held[1]),
+                )
+                row = cur.fetchone()
+                if row is None:
+                    return None
+                took_from = str(held[0])
+            token = int(row[0])
         self.leases[session_id] = token
-        return token
+        return token, took_from
 
-    def renew(self, session_id: str, token: int) -> bool:
-        """Extend the lease; ``False`` when another worker took it over (this one is fenced)."""
-        with self.db.write() as cur:
+    def renew_all(self) -> set[str]:
+        """Extend every lease this worker holds, in one statement; the sessions whose lease it still held."""
+        with self.db.keeper() as cur:
             cur.execute(
-                "UPDATE ai_utils_sessions SET lease_until = ? WHERE session_id = ? AND lease_token = ?",
-                (time.time() + self.lease_seconds, session_id, token),
+                "UPDATE ai_utils_sessions SET lease_until = ? WHERE lease_owner = ?" + returning(self.db, "session_id"),
+                (time.time() + self.lease_seconds, self.owner),
             )
-            return bool(cur.rowcount == 1)
+            return {str(row[0]) for row in cur.fetchall()}
+
+    def cancel_seqs(self) -> dict[str, int]:
+        """``session_id -> cancel_seq`` of the sessions this worker holds (turns up to it are cancelled)."""
+        with self.db.keeper() as cur:
+            cur.execute("SELECT session_id, cancel_seq FROM ai_utils_sessions WHERE lease_owner = ?", (self.owner,))
+            return {str(row[0]): int(row[1]) for row in cur.fetchall()}
 
     def release(self, session_id: str, token: int) -> None:
-        """Give the lease back (a fenced worker's release changes nothing)."""
+        """Give the lease back (a fenced worker's release changes nothing); wakes waiting workers elsewhere."""
         with self.db.write() as cur:
             cur.execute(
                 "UPDATE ai_utils_sessions SET lease_owner = NULL, lease_until = 0 "
-                "WHERE session_id = ? AND lease_token = ?",
+                "WHERE session_id = ? AND lease_token = ?" + returning(self.db, notify="control"),
                 (session_id, token),
             )
             released = cur.rowcount == 1
@@ -81,19 +137,36 @@ class Leases:
             yield cur, int(row[1])
 
     def lease_free(self, session_id: str) -> bool:
-        """Whether nobody holds the session's lease (or it expired)."""
+        """Whether a worker may take the session now: nobody holds its lease, it expired, or its holder died here."""
         with self.db.read() as cur:
             cur.execute("SELECT lease_owner, lease_until FROM ai_utils_sessions WHERE session_id = ?", (session_id,))
             row = cur.fetchone()
-        return row is None or row[0] is None or float(row[1]) < time.time()
+        return row is None or _claimable(row[0], float(row[1]), time.time())
 
-    def orphans(self, agent: str) -> list[str]:
-        """Sessions of ``agent`` with open turns and no live lease (their worker stopped)."""
+    def orphans(self, agent: str) -> Orphans:
+        """Sessions of ``agent`` with open turns whose worker is gone, and those another host still holds."""
         with self.db.read() as cur:
             cur.execute(
-                "SELECT DISTINCT s.session_id FROM ai_utils_sessions s JOIN ai_utils_turns t "
-                "ON t.session_id = s.session_id WHERE s.agent = ? AND t.status IN ('queued', 'running') "
-                "AND (s.lease_owner IS NULL OR s.lease_until < ?)",
-                (agent, time.time()),
+                "SELECT s.session_id, s.lease_owner, s.lease_until FROM ai_utils_sessions s WHERE s.agent = ? AND "
+                f"EXISTS (SELECT 1 FROM ai_utils_turns t WHERE t.session_id = s.session_id AND t.status IN {_OPEN})",
+                (agent,),
             )
-            return [str(r[0]) for r in cur.fetchall()]
+            rows = cur.fetchall()
+        now = time.time()
+        free: list[str] = []
+        elsewhere: dict[str, float] = {}
+        for session_id, owner, until in rows:
+            if _claimable(owner, float(until), now):
+                free.append(str(session_id))
+                continue
+            holder = Holder.parse(owner)
+            if holder is None or holder.host != host_id():
+                elsewhere[str(session_id)] = float(until)
+        return Orphans(free, elsewhere)
+
+
+def _claimable(owner: object, until: float, now: float) -> bool:
+    if owner is None or until < now:
+        return True
+    holder = Holder.parse(owner)
+    return holder is not None and holder.dead_here()

@@ -4,9 +4,13 @@ It is the agent's one thread-repair step (a `ThreadRepair` subclass, in that ste
 durable turn (no `TurnContext` in the run's config) it does nothing more, so ``agent.invoke`` on the same
 agent still works. Inside one:
 
-- before each model call (a safe boundary: never between a tool call and its result) the session's queued
-  steers join the turn as user messages (the adapter shows them as ``user_message`` chunks);
-- the first model call after a crash gets a note that the turn was interrupted;
+- before each model call (a safe boundary: never between a tool call and its result) the turn stops if its
+  ``yield_at`` has passed (`TurnYielded`; the next prompt or ``resume()`` continues it from there), else the
+  session's queued steers join the turn as user messages (the adapter shows them as ``user_message`` chunks);
+- each model call runs on the session's model and with its instructions added to the system prompt (when the
+  session has them), and the first one after a crash also gets `RESUME_NOTE` there — in the system prompt,
+  never as a message, so the thread's last message stays what it was (a model that answers a tool result
+  sees the tool result last) and nothing routes on the note;
 - each tool call gets its ``execution_id`` (stable across re-runs) in ``config["configurable"]``; a call of a
   non-idempotent tool is journaled before it starts, and a journaled call found again after a crash is not
   run: its result is an error saying it may have partly run.
@@ -14,13 +18,14 @@ agent still works. Inside one:
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain.agents.middleware import AgentState, ModelRequest, ModelResponse
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
@@ -31,7 +36,7 @@ from ai_utils._run.repair import ThreadRepair, repair_messages
 from ai_utils.streaming._adapter import STEER_KEY
 from ai_utils.tools.durable import EXECUTION_ID, declared_idempotent
 
-__all__ = ["CONTEXT_KEY", "DEEP_BUILTINS", "SessionMiddleware", "TurnContext"]
+__all__ = ["CONTEXT_KEY", "DEEP_BUILTINS", "RESUME_NOTE", "SessionMiddleware", "TurnContext", "TurnYielded"]
 
 CONTEXT_KEY = "__ai_utils_turn"
 """``config["configurable"]`` key of the running durable turn's `TurnContext`."""
@@ -63,9 +68,20 @@ DEEP_BUILTINS: Mapping[str, bool] = {
 }
 
 
+class TurnYielded(Exception):
+    """The turn reached its ``yield_at``: it stops before this model call (the graph stays resumable)."""
+
+
 @dataclass
 class TurnContext:
-    """What the middleware needs from the running durable turn (passed in the run's config)."""
+    """What the middleware needs from the running durable turn (passed in the run's config).
+
+    Attributes:
+        resuming: the turn continues after its worker died: the first model call gets `RESUME_NOTE`.
+        yield_at: stop before the next model call after this unix time.
+        model: the session's chat model (``None``: the agent's).
+        instructions: the session's instructions, added to the system prompt.
+    """
 
     store: Any
     session_id: str
@@ -74,6 +90,9 @@ class TurnContext:
     resuming: bool
     noted: bool = False
     steers: list[tuple[str, str]] = field(default_factory=list)
+    yield_at: float | None = None
+    model: Any = None
+    instructions: str | None = None
 
 
 def _context() -> TurnContext | None:
@@ -97,6 +116,15 @@ def execution_id(turn: TurnContext, call: Mapping[str, Any], messages: Sequence[
     return uuid.uuid5(_NAMESPACE, f"{turn.session_id}/{turn.turn_id}/{owner}/{call['id']}").hex
 
 
+def _system(system: SystemMessage | None, parts: Sequence[str]) -> SystemMessage:
+    """The system message with ``parts`` added after it (each separated by a blank line)."""
+    if system is None:
+        return SystemMessage("\n\n".join(parts))
+    if isinstance(system.content, str):
+        return SystemMessage("\n\n".join(p for p in (system.content, *parts) if p))
+    return SystemMessage([*system.content, *({"type": "text", "text": p} for p in parts)])
+
+
 class SessionMiddleware(ThreadRepair):
     """The thread-repair step plus steering, the resume note and the idempotent rule (module docstring).
 
@@ -114,9 +142,11 @@ class SessionMiddleware(ThreadRepair):
     # --- repair + steering -------------------------------------------------------------------------------
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Answer unanswered tool calls, then let the session's queued steers join the turn as user messages."""
-        repaired = repair_messages(state["messages"])
+        """Stop at ``yield_at``; answer unanswered tool calls, then let the session's queued steers join the turn."""
         turn = _context()
+        if turn is not None and turn.yield_at is not None and time.time() >= turn.yield_at:
+            raise TurnYielded(turn.turn_id)
+        repaired = repair_messages(state["messages"])
         joined = self._steers(turn) if turn is not None else []
         if repaired is None and not joined:
             return None
@@ -138,17 +168,25 @@ class SessionMiddleware(ThreadRepair):
         """Async twin of `before_model`."""
         return self.before_model(state, runtime)
 
-    # --- the resume note ---------------------------------------------------------------------------------
+    # --- the session's model and instructions, the resume note ------------------------------------------
 
     def _noted(self, request: ModelRequest) -> ModelRequest:
         turn = _context()
-        if turn is None or not turn.resuming or turn.noted:
+        if turn is None:
             return request
-        turn.noted = True
-        return request.override(messages=[*request.messages, HumanMessage(RESUME_NOTE)])
+        extra = [turn.instructions] if turn.instructions else []
+        if turn.resuming and not turn.noted:
+            turn.noted = True
+            extra.append(RESUME_NOTE)
+        overrides: dict[str, Any] = {}
+        if extra:
+            overrides["system_message"] = _system(request.system_message, extra)
+        if turn.model is not None:
+            overrides["model"] = turn.model
+        return request.override(**overrides) if overrides else request
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
-        """Tell the first model call after a crash that the turn was interrupted."""
+        """Run the model call on the session's model and instructions; tell the first one after a crash."""
         return handler(self._noted(request))
 
     def awrap_model_call(

@@ -2,13 +2,21 @@
 
 Checkpoints use `langgraph-checkpoint-postgres` (our `PostgresCheckpointSaver`, one pool); the store's
 tables live in the same database and pool. A checkpoint write for a leased session runs in one
-transaction that first takes ``SELECT ... FOR SHARE`` on the session row and checks the lease token, so
-a takeover (an ``UPDATE`` of that row) waits for it and a stale worker's write is rolled back.
+transaction that first takes ``SELECT ... FOR KEY SHARE`` on the session row and checks the lease token, so
+a takeover (an ``UPDATE`` of ``lease_token``, a key column) waits for it and a stale worker's write is
+rolled back, while lease renewals and log writes (no key changes) never wait for a checkpoint.
+
+Readers and workers in other processes are woken by ``LISTEN/NOTIFY``: each write that stores lines, a cancel
+or a lease given back notifies channel ``ai_utils_sessions`` with the session id (inside the same statement,
+delivered at commit), and each store keeps one listening connection (`_Listener`, a daemon thread) that
+wakes this process's waiters. Polling stays as a slow fallback for a listener that lost its connection.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -19,7 +27,11 @@ from ai_utils.sessions._store import SessionStore
 
 __all__ = ["PostgresSessions", "postgres_sessions"]
 
+logger = logging.getLogger("ai_utils.sessions")
+
 _SETUP_KEY = 0x61695F73657373  # "ai_sess"
+CHANNEL = "ai_utils_sessions"
+_CONTROL = "c|"  # payload prefix of a control notification (a cancel, an interrupting prompt, a lease given back)
 
 
 class _FencedPostgresSaver(FencedWrites, PostgresCheckpointSaver):
@@ -35,7 +47,9 @@ class _FencedPostgresSaver(FencedWrites, PostgresCheckpointSaver):
         from psycopg.rows import dict_row
 
         with self.pool.connection() as conn, conn.transaction(), conn.cursor(binary=True, row_factory=dict_row) as cur:
-            cur.execute("SELECT lease_token FROM ai_utils_sessions WHERE session_id = %s FOR SHARE", (fence[0],))
+            # FOR KEY SHARE: a takeover changes lease_token, a key column (unique index), so it waits for this write
+            # to commit; a lease renewal or a cursor update changes no key and need not wait.
+            cur.execute("SELECT lease_token FROM ai_utils_sessions WHERE session_id = %s FOR KEY SHARE", (fence[0],))
             row = cur.fetchone()
             check_fence(fence, None if row is None else row["lease_token"])
             yield cur
@@ -60,11 +74,23 @@ class _PgCursor:
     def rowcount(self) -> int:
         return int(self._cur.rowcount)
 
+    @property
+    def description(self) -> Any:
+        return self._cur.description
+
 
 class _PgDb(SaverDb[_FencedPostgresSaver]):
     """The store's `Db` on the saver's connection pool."""
 
     for_update = " FOR UPDATE"
+    notify = f"pg_notify('{CHANNEL}', session_id)"
+    notify_control = f"pg_notify('{CHANNEL}', '{_CONTROL}' || session_id)"
+
+    def __init__(self, saver: _FencedPostgresSaver, conn_string: str) -> None:
+        super().__init__(saver)
+        self.conn_string = conn_string
+        self._keeper_lock = threading.Lock()
+        self._keeper_conn: Any = None
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Cursor]:
@@ -84,14 +110,92 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
         """Concurrent ``CREATE TABLE IF NOT EXISTS`` race in Postgres: one setup at a time, per database."""
         cur.execute("SELECT pg_advisory_xact_lock(?)", (_SETUP_KEY,))
 
+    @contextlib.contextmanager
+    def keeper(self) -> Iterator[Cursor]:
+        """A write transaction on a connection of the keeper's own.
+
+        A pool busy with a hundred turns must not delay a lease renewal until the lease runs out (a takeover of
+        a live worker).
+        """
+        import psycopg
+        from psycopg.rows import tuple_row
+
+        with self._keeper_lock:
+            conn = self._keeper_conn
+            if conn is None or conn.closed:
+                conn = self._keeper_conn = psycopg.connect(self.conn_string, row_factory=tuple_row)
+            try:
+                with conn.transaction(), conn.cursor() as cur:
+                    yield _PgCursor(cur)
+            except psycopg.OperationalError:
+                conn.close()  # reconnect next time
+                raise
+
+    def close(self) -> None:
+        with self._keeper_lock:
+            if self._keeper_conn is not None:
+                self._keeper_conn.close()
+
+
+class _Listener:
+    """One ``LISTEN`` connection (a daemon thread) that wakes this process's waiters on other processes' writes."""
+
+    def __init__(self, conn_string: str, signal: Any) -> None:
+        self._conn_string = conn_string
+        self._signal = signal
+        self._stop = threading.Event()
+        self.ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ai_utils-sessions-listen", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import psycopg
+
+        from ai_utils.sessions._engine import control
+
+        delay = 0.1
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self._conn_string, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    self.ready.set()
+                    delay = 0.1
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=0.5):
+                            payload = note.payload
+                            if payload.startswith(_CONTROL):
+                                self._signal.publish(control(payload[len(_CONTROL) :]))
+                            else:
+                                self._signal.publish(payload)
+            except Exception as error:  # the server went away: readers fall back to polling meanwhile
+                if self._stop.is_set():
+                    return
+                logger.warning("Session listener lost its connection (%s); reconnecting", type(error).__name__)
+                self._stop.wait(delay)
+                delay = min(delay * 2, 5.0)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
 
 class PostgresSessions(SessionStore):
     """Durable sessions in Postgres (see `postgres_sessions`)."""
 
+    _listener: _Listener | None = None
+    _conn_string: str = ""
+
+    def _started(self, engine: Any) -> None:
+        self._listener = _Listener(self._conn_string, engine.signal)
+        self._listener.ready.wait(5)  # readers that start now must not miss a wake-up (polling covers a miss)
+
     def close(self) -> None:
-        """Stop this worker's background runner and close the pool."""
+        """Stop this worker's background runner and listener, and close the pool."""
         if self._engine is not None:
             self._engine.close()
+        if self._listener is not None:
+            self._listener.close()
+        self.db.close()  # type: ignore[attr-defined]
         self.checkpointer.close()
 
 
@@ -110,6 +214,15 @@ def postgres_sessions(
         UserError: a bad connection string or pool size, or the server cannot be reached.
     """
     saver = _FencedPostgresSaver(conn_string, min_size=min_size, max_size=max_size)
-    store = PostgresSessions(_PgDb(saver), saver, lease_seconds=lease_seconds, kind="postgres", poll_seconds=0.05)
+    # Woken by NOTIFY: the polls are only a fallback for a listener that lost its connection.
+    store = PostgresSessions(
+        _PgDb(saver, conn_string),
+        saver,
+        lease_seconds=lease_seconds,
+        kind="postgres",
+        poll_seconds=0.5,
+        control_seconds=1.0,
+    )
+    store._conn_string = conn_string
     saver.leases = store.leases
     return store

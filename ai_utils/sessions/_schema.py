@@ -13,17 +13,24 @@ from ai_utils._json import fast_json
 from ai_utils.exceptions import UserError
 
 __all__ = [
+    "ADDED_COLUMNS",
+    "MAX_CURSOR",
+    "MAX_INSTRUCTIONS_BYTES",
     "MAX_STEERS",
     "MAX_STEER_BYTES",
     "SCHEMA",
+    "JOINED_TURN_COLUMNS",
     "TURN_COLUMNS",
     "Cursor",
     "Db",
     "SaverDb",
+    "SessionConfig",
     "TurnRow",
+    "check_cursor",
     "check_id",
     "dumps",
     "loads",
+    "session_config",
     "turn_row",
 ]
 
@@ -31,7 +38,10 @@ SaverT = TypeVar("SaverT")
 
 MAX_STEERS = 64
 MAX_STEER_BYTES = 64 * 1024
-_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+# Matched with `fullmatch`: `$` would also accept a trailing newline ("abc\n").
+_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
+MAX_CURSOR = 2**63 - 1
+MAX_INSTRUCTIONS_BYTES = 64 * 1024
 
 dumps = fast_json(lambda value: json.dumps(value, ensure_ascii=False, default=str), default=str)
 try:
@@ -50,21 +60,29 @@ SCHEMA = (
         session_id TEXT PRIMARY KEY, agent TEXT NOT NULL, created DOUBLE PRECISION NOT NULL,
         lease_owner TEXT, lease_token BIGINT NOT NULL DEFAULT 0, lease_until DOUBLE PRECISION NOT NULL DEFAULT 0,
         last_cursor BIGINT NOT NULL DEFAULT 0, next_seq BIGINT NOT NULL DEFAULT 0,
-        cancel_seq BIGINT NOT NULL DEFAULT 0)""",
+        cancel_seq BIGINT NOT NULL DEFAULT 0, model TEXT, instructions TEXT, fingerprint TEXT)""",
     """CREATE TABLE IF NOT EXISTS ai_utils_inputs (
         session_id TEXT NOT NULL, message_id TEXT NOT NULL, kind TEXT NOT NULL, turn_id TEXT,
         seq BIGINT NOT NULL, text TEXT, taken INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (session_id, message_id))""",
     """CREATE TABLE IF NOT EXISTS ai_utils_turns (
         turn_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, seq BIGINT NOT NULL, message_id TEXT NOT NULL,
         status TEXT NOT NULL, payload TEXT NOT NULL, start_len BIGINT, stop_reason TEXT, result TEXT,
-        first_cursor BIGINT)""",
+        first_cursor BIGINT, rollback INTEGER NOT NULL DEFAULT 0)""",
     "CREATE INDEX IF NOT EXISTS ai_utils_turns_open ON ai_utils_turns (session_id, status, seq)",
+    # Makes lease_token a key column in Postgres: a takeover conflicts with a checkpoint write's FOR KEY SHARE.
+    "CREATE UNIQUE INDEX IF NOT EXISTS ai_utils_sessions_lease ON ai_utils_sessions (session_id, lease_token)",
     """CREATE TABLE IF NOT EXISTS ai_utils_log (
         session_id TEXT NOT NULL, cursor BIGINT NOT NULL, turn_id TEXT NOT NULL, line TEXT NOT NULL,
         PRIMARY KEY (session_id, cursor))""",
     """CREATE TABLE IF NOT EXISTS ai_utils_calls (
         session_id TEXT NOT NULL, execution_id TEXT NOT NULL, PRIMARY KEY (session_id, execution_id))""",
 )
+
+# Columns added after the first release: a store made by an older version gets them at setup.
+ADDED_COLUMNS: dict[str, dict[str, str]] = {
+    "ai_utils_sessions": {"model": "TEXT", "instructions": "TEXT", "fingerprint": "TEXT"},
+    "ai_utils_turns": {"rollback": "INTEGER NOT NULL DEFAULT 0"},
+}
 
 
 class Cursor(Protocol):
@@ -75,6 +93,8 @@ class Cursor(Protocol):
     def fetchall(self) -> list[Any]: ...
     @property
     def rowcount(self) -> int: ...
+    @property
+    def description(self) -> Any: ...
 
 
 class Db(Protocol):
@@ -82,6 +102,11 @@ class Db(Protocol):
 
     for_update: str
     """``" FOR UPDATE"`` where rows can be locked (Postgres); ``""`` where a write transaction locks all (SQLite)."""
+    notify: str
+    """Appended to an ``UPDATE ai_utils_sessions``: wakes followers in other processes when the transaction
+    commits (Postgres ``NOTIFY``, in the same statement: no extra round trip); ``""`` where they poll (SQLite)."""
+    notify_control: str
+    """As `notify`, for a cancel or a prompt that interrupts: wakes the worker running the session's turn."""
 
     def write(self) -> contextlib.AbstractContextManager[Cursor]:
         """One write transaction: committed on success, rolled back on error."""
@@ -93,6 +118,10 @@ class Db(Protocol):
 
     def setup(self, statements: Sequence[str]) -> None:
         """Create the tables (safe when several processes start at once)."""
+        ...
+
+    def keeper(self) -> contextlib.AbstractContextManager[Cursor]:
+        """A write transaction for lease renewals, on a connection no other work can keep busy."""
         ...
 
 
@@ -105,6 +134,8 @@ class SaverDb(Generic[SaverT]):
     """
 
     for_update: str = ""
+    notify: str = ""
+    notify_control: str = ""
 
     def __init__(self, saver: SaverT) -> None:
         self.saver = saver
@@ -117,15 +148,25 @@ class SaverDb(Generic[SaverT]):
         """A cursor for reads."""
         raise NotImplementedError
 
+    def keeper(self) -> contextlib.AbstractContextManager[Cursor]:
+        """A write transaction for lease renewals (by default an ordinary one)."""
+        return self.write()
+
     def lock_setup(self, cur: Cursor) -> None:
         """Keep another process's `setup` out until this transaction ends (nothing to do by default)."""
 
     def setup(self, statements: Sequence[str]) -> None:
-        """Create the tables (safe when several processes start at once)."""
+        """Create the tables (safe when several processes start at once), adding columns an older version lacked."""
         with self.write() as cur:
             self.lock_setup(cur)
             for statement in statements:
                 cur.execute(statement)
+            for table, columns in ADDED_COLUMNS.items():
+                cur.execute(f"SELECT * FROM {table} LIMIT 0")
+                have = {str(d[0]) for d in cur.description}
+                for name, decl in columns.items():
+                    if name not in have:
+                        cur.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,12 +183,27 @@ class TurnRow:
     stop_reason: str | None
     result: dict[str, Any] | None
     first_cursor: int | None
+    rollback: bool = False
+    config: SessionConfig | None = None
 
 
-TURN_COLUMNS = "turn_id, session_id, seq, message_id, status, payload, start_len, stop_reason, result, first_cursor"
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    """What a session keeps besides its turns: its model and instructions, and what its last turn ran with."""
+
+    model: str | None = None
+    instructions: str | None = None
+    fingerprint: dict[str, Any] | None = None
 
 
-def turn_row(row: Sequence[Any]) -> TurnRow:
+TURN_COLUMNS = (
+    "turn_id, session_id, seq, message_id, status, payload, start_len, stop_reason, result, first_cursor, rollback"
+)
+# The same columns qualified with ``t.`` (a turn joined with its session).
+JOINED_TURN_COLUMNS = ", ".join(f"t.{c.strip()}" for c in TURN_COLUMNS.split(","))
+
+
+def turn_row(row: Sequence[Any], config: SessionConfig | None = None) -> TurnRow:
     """A `TurnRow` from a ``SELECT TURN_COLUMNS`` row."""
     return TurnRow(
         turn_id=row[0],
@@ -160,14 +216,31 @@ def turn_row(row: Sequence[Any]) -> TurnRow:
         stop_reason=row[7],
         result=None if row[8] is None else loads(row[8]),
         first_cursor=None if row[9] is None else int(row[9]),
+        rollback=bool(row[10]),
+        config=config,
     )
+
+
+def session_config(model: Any, instructions: Any, fingerprint: Any) -> SessionConfig:
+    """A `SessionConfig` from the three stored columns."""
+    return SessionConfig(model, instructions, None if fingerprint is None else loads(fingerprint))
 
 
 def check_id(value: Any, what: str) -> str:
     """``value`` if it is a valid id (1-128 letters, digits, ``.``, ``_``, ``-``), else `UserError`."""
-    if not isinstance(value, str) or not _ID.match(value):
+    if not isinstance(value, str) or _ID.fullmatch(value) is None:
         raise UserError(
             f"{what} {value!r} is not valid: use 1-128 letters, digits, '.', '_' or '-' (e.g. 'order-42'), "
             f"or leave it out to get a generated one."
+        )
+    return value
+
+
+def check_cursor(value: Any, what: str) -> int:
+    """``value`` if it is a cursor (an int from 0 to 2**63 - 1; past the end replays nothing), else `UserError`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_CURSOR:
+        raise UserError(
+            f"{what} needs a cursor: an int from 0 to 2**63 - 1 (the last cursor you read, 0 for the start), "
+            f"got {value!r}. Pass the `cursor` of the last line you received."
         )
     return value

@@ -1,56 +1,38 @@
-"""`Session`, `Turn` and `TurnResult`: the public face of durable sessions (SPEC §14).
+"""`Session`: the public face of one durable conversation (SPEC §14, §14b).
 
-Accepting (``prompt``, ``steer``, ``cancel``) is one store transaction in the caller's thread; the turn then
-runs on the store's background worker (`_engine.Engine`). Reading (iterating a turn, ``stream``,
+Accepting (``prompt``, ``steer``, ``cancel``, ``resume``) is one store transaction in the caller's thread; the
+turn then runs on the store's background worker (`_engine.Engine`). Reading (iterating a turn, ``stream``,
 ``result``) follows the stored log: lines already stored first, then new ones as they are stored (woken at
-once in this process, polled from others).
+once in this process and, on Postgres, from others; polled from other processes on SQLite).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import time
+import uuid
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from langchain_core.messages import BaseMessage
-from pydantic import BaseModel
 
-from ai_utils.client import Decision, StreamChunk, StreamLine
+from ai_utils.client import Decision, StreamLine
 from ai_utils.exceptions import UserError
 from ai_utils.memory._methods import Flow, Step, aiterate, iterate, twins
-from ai_utils.sessions._schema import MAX_STEER_BYTES, check_id, loads
+from ai_utils.sessions._content import prepare
+from ai_utils.sessions._inputs import Accepted, check_config
+from ai_utils.sessions._schema import MAX_STEER_BYTES, SessionConfig, check_cursor, check_id, loads
 from ai_utils.sessions._store import SessionStore
+from ai_utils.sessions._turn import StopReason, Turn, TurnResult
 from ai_utils.streaming._decisions import to_resume
 
-__all__ = ["Session", "StopReason", "Turn", "TurnResult"]
+__all__ = ["OnBusy", "Session", "StopReason", "Turn", "TurnResult"]
 
-StopReason = Literal["end_turn", "interrupted", "max_model_turns", "cancelled", "error", "unknown"]
-_TURN_EVENTS = frozenset({"turn_start", "turn_resume", "turn_end"})
+OnBusy = Literal["enqueue", "reject", "interrupt", "rollback"]
+"""What a prompt does while another turn of the session runs (double texting)."""
 
-
-@dataclass(frozen=True)
-class TurnResult:
-    """How a turn ended.
-
-    Attributes:
-        turn_id: the turn.
-        session_id: its session.
-        stop_reason: ``end_turn``, ``interrupted`` (an approval waits: ``s.prompt(decision=...)``),
-            ``max_model_turns``, ``cancelled``, ``error`` or ``unknown``.
-        usage: summed token usage of the turn's model calls (``input_tokens``, ``output_tokens``, ``total_tokens``).
-        error: ``{"type", "message"}`` when ``stop_reason == "error"``, else ``None``.
-        repeated: ``True`` when the prompt repeated a ``message_id`` and this is the original turn.
-        output: the answer: its text, or an instance of the agent's ``output`` model.
-    """
-
-    turn_id: str
-    session_id: str
-    stop_reason: StopReason
-    usage: dict[str, int]
-    error: dict[str, str] | None
-    repeated: bool
-    output: Any
+_ENDS = frozenset({"turn_end", "turn_yield"})
 
 
 def _check_input(input: Any, decision: Any, decisions: Any) -> None:
@@ -58,94 +40,57 @@ def _check_input(input: Any, decision: Any, decisions: Any) -> None:
         raise UserError("prompt(): pass either `input` (a new message) or `decision`/`decisions`, not both.")
     if input is None and decision is None and decisions is None:
         raise UserError("prompt(): nothing to send. Pass `input` (a message) or `decision=` for a waiting approval.")
-    if input is not None and not isinstance(input, str):
-        raise UserError(f"prompt(input=...) must be a str (it is stored as JSON), got {type(input).__name__}.")
 
 
-class Turn:
-    """One prompt and everything the agent does to answer it; iterate it for its chunks (sync or async).
+def _seconds(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise UserError(f"{what} must be a positive number of seconds, got {value!r}; e.g. {what}=30.")
+    return float(value)
 
-    Attributes:
-        session_id: the session.
-        id: the turn's id.
-        message_id: the prompt's message id (given or generated).
-        repeated: the prompt repeated a ``message_id``; this follows the original turn.
-    """
 
-    def __init__(self, session: Session, turn_id: str, message_id: str, repeated: bool, after: int) -> None:
-        self._session = session
-        self.session_id = session.id
-        self.id = turn_id
-        self.message_id = message_id
-        self.repeated = repeated
-        self._after = after
-
-    def __repr__(self) -> str:
-        return f"Turn(session_id={self.session_id!r}, id={self.id!r}, message_id={self.message_id!r})"
-
-    def _start(self) -> int:
-        row = self._session._store.turn(self.id)
-        return self._after if row is None or row.first_cursor is None else min(self._after, row.first_cursor - 1)
-
-    def __iter__(self) -> Iterator[StreamChunk]:
-        for line in self._session._follow(self._start(), turn_id=self.id):
-            chunk = line["chunk"]
-            if not (isinstance(chunk, dict) and chunk.get("kind") in _TURN_EVENTS):
-                yield chunk
-
-    async def __aiter__(self) -> AsyncIterator[StreamChunk]:
-        async for line in self._session._afollow(self._start(), turn_id=self.id):
-            chunk = line["chunk"]
-            if not (isinstance(chunk, dict) and chunk.get("kind") in _TURN_EVENTS):
-                yield chunk
-
-    def _result(self) -> TurnResult | None:
-        row = self._session._store.turn(self.id)
-        if row is None or row.status != "ended":
-            return None
-        stored = row.result or {}
-        output = stored.get("output") or {}
-        value: Any = output.get("text", "")
-        model = getattr(self._session._agent, "output", None)
-        if "structured" in output:
-            value = output["structured"]
-            if isinstance(model, type) and issubclass(model, BaseModel) and isinstance(value, Mapping):
-                value = model.model_validate(value)
-        return TurnResult(
-            turn_id=self.id,
-            session_id=self.session_id,
-            stop_reason=row.stop_reason or "unknown",  # type: ignore[arg-type]
-            usage=dict(stored.get("usage") or {}),
-            error=stored.get("error"),
-            repeated=self.repeated,
-            output=value,
+def _yield_at(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise UserError(f"yield_at must be a unix time in seconds (e.g. time.time() + 50), got {value!r}.")
+    if value <= time.time():
+        raise UserError(
+            f"yield_at={value!r} is in the past (now is {time.time():.3f}); pass a later unix time, "
+            "e.g. time.time() + 50 for a function with a 60 s limit."
         )
+    return float(value)
 
-    def _wait(self, timeout: float | None = None) -> Flow[TurnResult]:
-        """Wait for the turn to end: the body of `result` and `aresult`."""
-        store = self._session._store
-        signal = store.engine.signal
-        waited = 0.0
-        while True:
-            seen = signal.version(self.session_id)
-            result = self._result()
-            if result is not None:
-                return result
-            if timeout is not None and waited >= timeout:
-                raise TimeoutError(f"Turn {self.id!r} did not end within {timeout} s.")
-            yield Step(signal.wait, signal.await_version, (self.session_id, seen, store.poll_seconds))
-            waited += store.poll_seconds
 
-    _result_sync, aresult = twins(_wait, "result")
+def _redacted(agent: Any, input: Any) -> Any:
+    """The user's input as it may be stored: the agent's input guards (guardrails) run before the first write.
 
-    def result(self, timeout: float | None = None) -> TurnResult:
-        """Wait for the turn to end (it runs whether or not anyone iterates it).
+    So the turn payload, the inputs table and a steer's replayed ``user_message`` line never hold a secret the
+    user typed. Content blocks are redacted block by block (text blocks; images are kept as they are).
+    """
+    redact = getattr(agent, "_redact_input", None)  # the run path's input guards (none: nothing to redact)
+    if redact is None or input is None:
+        return input
+    if isinstance(input, str):
+        return redact(input)
+    if isinstance(input, list):
+        return [
+            {**block, "text": redact(block["text"])}
+            if isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str)
+            else block
+            for block in input
+        ]
+    return input
 
-        Raises:
-            TimeoutError: when ``timeout`` seconds pass first.
-        """
-        self._session._check_sync("turn.result()", "`await turn.aresult()`")
-        return self._result_sync(timeout)
+
+def _on_busy(value: Any) -> str:
+    if value not in get_args(OnBusy):
+        raise UserError(
+            f"on_busy={value!r} is not a strategy; use 'enqueue' (wait behind the running turn), 'reject', "
+            "'interrupt' or 'rollback'."
+        )
+    return str(value)
 
 
 class Session:
@@ -155,93 +100,174 @@ class Session:
         id: the session id.
     """
 
-    def __init__(self, agent: Any, store: SessionStore, name: str, session_id: str | None, context: Any) -> None:
-        import uuid
-
+    def __init__(
+        self,
+        agent: Any,
+        store: SessionStore,
+        name: str,
+        session_id: str | None,
+        context: Any,
+        config: SessionConfig | None = None,
+    ) -> None:
         self._agent = agent
         self._store = store
         self._name = name
+        self._config = config
         if session_id is None:
             session_id = uuid.uuid4().hex
         else:
             check_id(session_id, "session_id")
-            owner = store.owner_of(session_id)
-            if owner is not None and owner != name:
-                raise UserError(
-                    f"Session {session_id!r} belongs to the agent named {owner!r}, not {name!r}. Open it from an "
-                    f"agent with name={owner!r} (a session keeps the name of the agent that created it)."
-                )
+            row = store.session_row(session_id)
+            if row is not None:
+                if row[0] != name:
+                    raise UserError(
+                        f"Session {session_id!r} belongs to the agent named {row[0]!r}, not {name!r}. Open it from "
+                        f"an agent with name={row[0]!r} (a session keeps the name of the agent that created it)."
+                    )
+                check_config(session_id, (row[1], row[2]), config)
         self.id = session_id
+        # Bound to this object: only the turns it starts (or continues after a crash) get it, never stored.
         self._context = context
-        if context is not None:
-            store.engine.contexts[session_id] = context
 
     def __repr__(self) -> str:
         return f"Session(id={self.id!r}, agent={self._name!r})"
 
     # --- prompting ---------------------------------------------------------------------------------------
 
-    def _accept(self, input: Any, message_id: str | None, decision: Any, decisions: Any) -> Turn:
+    def _payload(
+        self, input: Any, decision: Any, decisions: Any, timeout: Any, yield_at: Any
+    ) -> tuple[dict[str, Any], bool]:
+        """The stored prompt besides its input (checked), and whether it answers an approval."""
         _check_input(input, decision, decisions)
-        if message_id is not None:
-            check_id(message_id, "message_id")
+        payload: dict[str, Any] = {}
+        seconds = _seconds(timeout, "timeout")
+        if seconds is not None:
+            payload["timeout"] = seconds
+            payload["deadline"] = time.time() + seconds
+        at = _yield_at(yield_at)
+        if at is not None:
+            payload["yield_at"] = at
+        if decision is not None:
+            payload["decision"] = decision
+        if decisions is not None:
+            payload["decisions"] = list(decisions) if not isinstance(decisions, Mapping) else dict(decisions)
+        return payload, input is None
+
+    def _accept(self, payload: dict[str, Any], deciding: bool, message_id: str | None, on_busy: str) -> Turn:
         store = self._store
-        if input is None and not store.busy(self.id):
+        if deciding and not store.busy(self.id):
             state = self._agent.graph.get_state({"configurable": {"thread_id": self.id}})
             if not state.interrupts:
                 raise UserError(
                     f"Session {self.id!r} has no approval waiting, so there is nothing to decide; "
                     "send a message with prompt(input) instead."
                 )
-            to_resume(decision, decisions, pending=state.interrupts)  # a bad answer fails here, before it is stored
-        # Redact before the first write (guardrails): the turn payload and the inputs table get the redacted text.
-        payload: dict[str, Any] = {"input": self._agent._redact_input(input)} if input is not None else {}
-        if decision is not None:
-            payload["decision"] = decision
-        if decisions is not None:
-            payload["decisions"] = list(decisions) if not isinstance(decisions, Mapping) else dict(decisions)
-        turn_id, message_id, repeated, last = store.accept_prompt(self.id, self._name, message_id, payload)
-        if self._context is not None:
-            store.engine.contexts[turn_id] = self._context
-        return Turn(self, turn_id, message_id, repeated, last)
+            # A bad answer fails here, before it is stored.
+            to_resume(payload.get("decision"), payload.get("decisions"), pending=state.interrupts)
+        accepted: Accepted = store.accept_prompt(
+            self.id, self._name, message_id, payload, on_busy=on_busy, config=self._config
+        )
+        if not accepted.repeated:
+            if self._context is not None:
+                store.engine.contexts[accepted.turn_id] = self._context
+            if on_busy in ("interrupt", "rollback"):
+                store.engine.cancel(self.id, before=accepted.seq)  # at once when this process runs the turn
+        self._agent._sessions_link.events.emit(
+            "turn.accepted",
+            session_id=self.id,
+            turn_id=accepted.turn_id,
+            message_id=accepted.message_id,
+            repeated=accepted.repeated,
+            on_busy=on_busy,
+        )
+        return Turn(self, accepted.turn_id, accepted.message_id, accepted.repeated, accepted.last_cursor)
+
+    async def _aaccept(self, payload: dict[str, Any], deciding: bool, message_id: str | None, on_busy: str) -> Turn:
+        if self._store.kind == "postgres":
+            return await asyncio.to_thread(self._accept, payload, deciding, message_id, on_busy)
+        return self._accept(payload, deciding, message_id, on_busy)
 
     def _prompt(
         self,
-        input: str | None = None,
+        input: str | Sequence[Mapping[str, Any]] | None = None,
         *,
         message_id: str | None = None,
         decision: Decision | None = None,
         decisions: Sequence[Decision] | Mapping[str, Decision] | None = None,
+        timeout: float | None = None,
+        yield_at: float | None = None,
+        on_busy: OnBusy = "enqueue",
     ) -> Flow[Turn]:
         """Store a prompt (or a decision for a waiting approval) and start its turn; returns once stored.
 
         Args:
-            input: the user's message.
+            input: the user's message: a ``str`` or a list of content blocks (``{"type": "text", "text"}``,
+                ``{"type": "image", "data": <canonical base64 str> | bytes, "mime_type"}``, ``{"type":
+                "image_url", "url": "data:image/...;base64,..."}``; at most 8 PNG/JPEG/GIF/WebP images,
+                3.75 MiB each, 6 MiB together — the agent's ``resize_image`` runs on each first).
             message_id: the caller's id for this input (1-128 of letters, digits, ``.``, ``_``, ``-``); a repeat
                 runs nothing new and returns the original turn.
             decision: the answer to a waiting approval (as for ``Agent.invoke``).
             decisions: one answer per waiting item.
+            timeout: cancel the turn this many seconds after ``prompt()`` returns (stop reason ``cancelled``,
+                ``error["type"] == "TimeoutError"``).
+            yield_at: a unix time: the turn stops before its next model call after it (stop reason
+                ``yielded``); the next prompt or `resume` continues it.
+            on_busy: while another turn of the session runs (in any process): ``"enqueue"`` waits behind it,
+                ``"reject"`` raises `SessionBusyError` and stores nothing, ``"interrupt"`` cancels it (its open
+                tool calls answered), ``"rollback"`` cancels it and removes its messages from the thread.
 
         Raises:
-            UserError: bad input or ids, a decision with no approval waiting, or another agent's session.
+            UserError: bad input, ids or options, a decision with no approval waiting, or another agent's session.
+            SessionBusyError: ``on_busy="reject"`` and a turn runs.
             MessageIdInUseError: ``message_id`` already names a steer.
         """
-        turn: Turn = yield Step(self._accept, self._aaccept, (input, message_id, decision, decisions))
+        if message_id is not None:
+            check_id(message_id, "message_id")
+        payload, deciding = self._payload(input, decision, decisions, timeout, yield_at)
+        mode = _on_busy(on_busy)
+        if input is not None:
+            payload["input"] = yield from prepare(
+                _redacted(self._agent, input), self._agent._sessions_link.resize_image
+            )
+        turn: Turn = yield Step(self._accept, self._aaccept, (payload, deciding, message_id, mode))
         yield Step(self._kick, self._akick)
         return turn
 
     prompt, aprompt = twins(_prompt, "prompt", "Async twin of `prompt` (iterate the turn with ``async for``).")
 
-    async def _aaccept(self, input: Any, message_id: str | None, decision: Any, decisions: Any) -> Turn:
-        if self._store.kind == "postgres":
-            return await asyncio.to_thread(self._accept, input, message_id, decision, decisions)
-        return self._accept(input, message_id, decision, decisions)
+    def _resume(self, *, yield_at: float | None = None) -> Flow[Turn]:
+        """Continue the turn that stopped at its ``yield_at`` (stop reason ``yielded``), without a resume note.
+
+        Args:
+            yield_at: a new unix time to stop at (as for `prompt`).
+
+        Returns:
+            A `Turn` that follows the rest of the continued turn.
+
+        Raises:
+            UserError: no turn of the session is yielded, or a bad ``yield_at``.
+        """
+        at = _yield_at(yield_at)
+        resumed = self._store.resume_yielded(self.id, self._name, at)
+        if resumed is None:
+            raise UserError(f"Session {self.id!r} has no yielded turn to resume; prompt() sends a new message instead.")
+        turn_id, message_id, last = resumed
+        row = self._store.turn(turn_id)
+        ends = int(((row.result if row is not None else None) or {}).get("ends", 0))
+        if self._context is not None:
+            self._store.engine.contexts[turn_id] = self._context
+        turn = Turn(self, turn_id, message_id, False, last, ends_seen=ends, continued=True)
+        yield Step(self._kick, self._akick)
+        return turn
+
+    resume, aresume = twins(_resume, "resume", "Async twin of `resume`.")
 
     def _kick(self) -> None:
-        self._store.engine.kick(self.id)
+        self._store.engine.kick(self.id, owner=self._name)
 
     async def _akick(self) -> None:
-        self._store.engine.kick(self.id, here=True)  # the turn runs as a task on this loop
+        self._store.engine.kick(self.id, owner=self._name, here=True)  # the turn runs as a task on this loop
 
     def steer(self, text: str, *, message_id: str | None = None) -> str:
         """Store a steer: it joins the running turn before its next model call, or becomes the next turn.
@@ -260,18 +286,19 @@ class Session:
             raise UserError(f"steer(text) is {size} bytes; a steer holds at most 64 KiB ({MAX_STEER_BYTES} bytes).")
         if message_id is not None:
             check_id(message_id, "message_id")
-        text = self._agent._redact_input(text)  # redact before the first write (guardrails)
-        message_id, turn_id = self._store.accept_steer(self.id, self._name, message_id, text)
-        if turn_id is not None and self._context is not None:
-            self._store.engine.contexts[turn_id] = self._context
-        self._store.engine.kick(self.id)
+        text = _redacted(self._agent, text)  # before the first write: the steer's row and its user_message line
+        message_id, turn_id = self._store.accept_steer(self.id, self._name, message_id, text, self._config)
+        if self._context is not None:
+            # A steer that becomes a turn (now, or later from the queue) runs with this object's context.
+            self._store.engine.contexts[turn_id or f"steer:{message_id}"] = self._context
+        self._store.engine.kick(self.id, owner=self._name)
         return message_id
 
     def cancel(self) -> None:
         """Cancel the running turn (and the queued ones): each ends with stop reason ``cancelled``."""
         self._store.request_cancel(self.id)
         self._store.engine.cancel(self.id)
-        self._store.engine.kick(self.id)
+        self._store.engine.kick(self.id, owner=self._name)
 
     def history(self) -> list[BaseMessage]:
         """The thread's messages."""
@@ -284,22 +311,27 @@ class Session:
     def _continue_if_orphaned(self, *, here: bool = False) -> None:
         store = self._store
         if store.busy(self.id) and store.lease_free(self.id):
-            store.engine.kick(self.id, here=here)
+            if self._context is not None:
+                # The recovering caller supplies the context of the turns it continues (SPEC §14b).
+                for turn_id in store.open_turns(self.id):
+                    store.engine.contexts.setdefault(turn_id, self._context)
+            store.engine.kick(self.id, owner=self._name, here=here)
 
     def stream(self, cursor: int = 0) -> Iterator[StreamLine]:
         """Every stored line after ``cursor`` as ``{"cursor", "chunk"}``, then new ones live until idle.
 
         Any process sharing the store can serve it; ``StreamResponse(s.stream(cursor))`` is a reconnect route.
+
+        Raises:
+            UserError: ``cursor`` is not an int from 0 to 2**63 - 1 (past the end replays nothing).
         """
-        if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 0:
-            raise UserError(f"stream(cursor) needs an int >= 0 (the last cursor you read), got {cursor!r}.")
+        check_cursor(cursor, "stream(cursor)")
         self._continue_if_orphaned()
         return self._follow(cursor)
 
     def astream(self, cursor: int = 0) -> AsyncIterator[StreamLine]:
         """Async twin of `stream`."""
-        if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 0:
-            raise UserError(f"astream(cursor) needs an int >= 0 (the last cursor you read), got {cursor!r}.")
+        check_cursor(cursor, "astream(cursor)")
         return self._afollow(cursor)
 
     def _rows(self, after: int, turn_id: str | None) -> tuple[list[StreamLine], int, bool]:
@@ -312,7 +344,7 @@ class Session:
                 continue
             chunk = loads(line)
             out.append({"cursor": cursor, "chunk": chunk})
-            if turn_id is not None and isinstance(chunk, dict) and chunk.get("kind") == "turn_end":
+            if turn_id is not None and isinstance(chunk, dict) and chunk.get("kind") in _ENDS:
                 ended = True
                 break
         return out, after, ended

@@ -10,15 +10,27 @@ writes the same way (see `_sqlite.py`, `_postgres.py`), reading the token from `
 
 from __future__ import annotations
 
-import os
-import socket
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from ai_utils.exceptions import UserError
-from ai_utils.sessions._inputs import Inputs
-from ai_utils.sessions._schema import SCHEMA, TURN_COLUMNS, Cursor, Db, TurnRow, dumps, turn_row
+from ai_utils.sessions._holder import this_holder
+from ai_utils.sessions._inputs import OPEN, Inputs
+from ai_utils.sessions._leases import returning
+from ai_utils.sessions._schema import (
+    JOINED_TURN_COLUMNS,
+    SCHEMA,
+    TURN_COLUMNS,
+    Cursor,
+    Db,
+    TurnRow,
+    dumps,
+    session_config,
+    turn_row,
+)
+
+# Rows per INSERT statement of log lines (4 parameters each: well under SQLite's parameter limit).
+_BATCH = 200
 
 __all__ = ["SessionStore"]
 
@@ -35,15 +47,28 @@ class SessionStore(Inputs):
         checkpointer: the LangGraph saver of the same database (fenced by the lease).
     """
 
-    def __init__(self, db: Db, checkpointer: Any, *, lease_seconds: float, kind: str, poll_seconds: float) -> None:
+    def __init__(
+        self,
+        db: Db,
+        checkpointer: Any,
+        *,
+        lease_seconds: float,
+        kind: str,
+        poll_seconds: float,
+        control_seconds: float = 0.2,
+    ) -> None:
         if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)) or lease_seconds <= 0:
             raise UserError(f"lease_seconds must be a positive number of seconds, got {lease_seconds!r}; e.g. 30.0.")
         self.db = db
         self.checkpointer = checkpointer
         self.lease_seconds = float(lease_seconds)
         self.kind = kind
+        # How often readers in another process look for new lines, and a running worker for a cancel sent
+        # from another process (with NOTIFY both are woken at once and these are only the fallback).
         self.poll_seconds = poll_seconds
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.control_seconds = control_seconds
+        # host|pid|process start|nonce: a worker on this host can tell when this one died (_holder.py).
+        self.owner = str(this_holder())
         self.leases = {}
         self._engine: Any = None
         db.setup(SCHEMA)
@@ -58,47 +83,83 @@ class SessionStore(Inputs):
             from ai_utils.sessions._engine import Engine
 
             self._engine = Engine(self)
+            self._started(self._engine)
         return self._engine
+
+    def _started(self, engine: Any) -> None:
+        """Hook for a dialect that wakes ``engine.signal`` on other processes' writes (Postgres LISTEN)."""
 
     # --- turns (fenced) ----------------------------------------------------------------------------------
 
     def next_turn(self, session_id: str) -> TurnRow | None:
-        """The turn to run now: a running one (its worker died) first, else the oldest queued one."""
+        """The turn to run now, with its session's configuration.
+
+        A running one (its worker died) first, else the oldest queued one (a yielded turn being continued comes
+        before the prompts after it).
+        """
         with self.db.read() as cur:
             cur.execute(
-                f"SELECT {TURN_COLUMNS} FROM ai_utils_turns WHERE session_id = ? AND status IN ('running', 'queued') "
-                "ORDER BY CASE status WHEN 'running' THEN 0 ELSE 1 END, seq LIMIT 1",
+                f"SELECT {JOINED_TURN_COLUMNS}, s.model, s.instructions, s.fingerprint FROM ai_utils_turns t "
+                "JOIN ai_utils_sessions s ON s.session_id = t.session_id "
+                f"WHERE t.session_id = ? AND t.status IN {OPEN} "
+                "ORDER BY CASE t.status WHEN 'running' THEN 0 ELSE 1 END, t.seq LIMIT 1",
                 (session_id,),
             )
             row = cur.fetchone()
-        return None if row is None else turn_row(row)
+        return None if row is None else turn_row(row, session_config(*row[-3:]))
 
     def turn(self, turn_id: str) -> TurnRow | None:
-        """One turn by id."""
+        """One turn by id (without its session's configuration)."""
         with self.db.read() as cur:
             cur.execute(f"SELECT {TURN_COLUMNS} FROM ai_utils_turns WHERE turn_id = ?", (turn_id,))
             row = cur.fetchone()
         return None if row is None else turn_row(row)
 
     def _append(self, cur: Cursor, session_id: str, last: int, turn_id: str, lines: Sequence[str]) -> int:
-        rows = [(session_id, last + i + 1, turn_id, line) for i, line in enumerate(lines)]
-        for row in rows:
-            cur.execute("INSERT INTO ai_utils_log (session_id, cursor, turn_id, line) VALUES (?, ?, ?, ?)", row)
-        new_last = last + len(rows)
-        cur.execute("UPDATE ai_utils_sessions SET last_cursor = ? WHERE session_id = ?", (new_last, session_id))
+        for start in range(0, len(lines), _BATCH):
+            batch = lines[start : start + _BATCH]
+            values: list[Any] = []
+            for i, line in enumerate(batch):
+                values += (session_id, last + start + i + 1, turn_id, line)
+            cur.execute(
+                "INSERT INTO ai_utils_log (session_id, cursor, turn_id, line) VALUES "
+                + ", ".join(["(?, ?, ?, ?)"] * len(batch)),
+                values,
+            )
+        new_last = last + len(lines)
+        cur.execute(
+            "UPDATE ai_utils_sessions SET last_cursor = ? WHERE session_id = ?" + returning(self.db, notify="lines"),
+            (new_last, session_id),
+        )
         return new_last
 
-    def start_turn(self, session_id: str, token: int, turn_id: str, line: str, seq: int) -> bool:
-        """Mark the turn running and log its ``turn_start`` / ``turn_resume`` line; ``True`` if it was cancelled."""
+    def start_turn(
+        self,
+        session_id: str,
+        token: int,
+        turn: TurnRow,
+        line: str,
+        fingerprint: dict[str, Any] | None,
+    ) -> bool:
+        """Mark the turn running and log its ``turn_start`` / ``turn_resume`` line; ``True`` if it was cancelled.
+
+        ``fingerprint`` (the agent's tool set and model, when they differ from what the session last ran with)
+        is stored with it.
+        """
         with self.fenced(session_id, token) as (cur, last):
-            cursor = self._append(cur, session_id, last, turn_id, [line])
+            cursor = self._append(cur, session_id, last, turn.turn_id, [line])
             cur.execute(
                 "UPDATE ai_utils_turns SET status = 'running', first_cursor = COALESCE(first_cursor, ?) "
                 "WHERE turn_id = ?",
-                (cursor, turn_id),
+                (cursor, turn.turn_id),
             )
+            if fingerprint is not None:
+                cur.execute(
+                    "UPDATE ai_utils_sessions SET fingerprint = ? WHERE session_id = ?",
+                    (dumps(fingerprint), session_id),
+                )
             cur.execute("SELECT cancel_seq FROM ai_utils_sessions WHERE session_id = ?", (session_id,))
-            return seq <= int(cur.fetchone()[0])
+            return turn.seq <= int(cur.fetchone()[0])
 
     def append(self, session_id: str, token: int, turn_id: str, lines: Sequence[str]) -> int:
         """Log chunks of a running turn; returns the last cursor."""
@@ -106,17 +167,48 @@ class SessionStore(Inputs):
             return self._append(cur, session_id, last, turn_id, lines)
 
     def end_turn(
-        self, session_id: str, token: int, turn_id: str, stop_reason: str, result: dict[str, Any], lines: Sequence[str]
-    ) -> int:
-        """Log the turn's last lines (``turn_end`` last) and record how it ended, in one transaction."""
+        self,
+        session_id: str,
+        token: int,
+        turn_id: str,
+        stop_reason: str,
+        result: dict[str, Any],
+        lines: Sequence[str],
+        *,
+        status: str = "ended",
+    ) -> bool:
+        """Log the turn's last lines (``turn_end`` / ``turn_yield`` last) and record how it ended, in one transaction.
+
+        ``status`` is ``"yielded"`` for a turn that stopped at its ``yield_at`` (the next prompt continues it).
+        When the session has no other work (no open turn, no waiting steer) the lease is given back in the same
+        transaction (a turn then costs no further round trip).
+
+        Returns:
+            Whether the lease was given back.
+        """
         with self.fenced(session_id, token) as (cur, last):
-            cursor = self._append(cur, session_id, last, turn_id, lines)
+            self._append(cur, session_id, last, turn_id, lines)
             cur.execute(
-                "UPDATE ai_utils_turns SET status = 'ended', stop_reason = ?, result = ?, "
+                "UPDATE ai_utils_turns SET status = ?, stop_reason = ?, result = ?, "
                 "first_cursor = COALESCE(first_cursor, ?) WHERE turn_id = ?",
-                (stop_reason, dumps(result), last + 1, turn_id),
+                (status, stop_reason, dumps(result), last + 1, turn_id),
             )
-        return cursor
+            cur.execute(
+                f"SELECT EXISTS (SELECT 1 FROM ai_utils_turns WHERE session_id = ? AND status IN {OPEN}), "
+                "EXISTS (SELECT 1 FROM ai_utils_inputs WHERE session_id = ? AND kind = 'steer' AND taken = 0)",
+                (session_id, session_id),
+            )
+            more = cur.fetchone()
+            if more[0] or more[1]:
+                return False
+            cur.execute(
+                "UPDATE ai_utils_sessions SET lease_owner = NULL, lease_until = 0 WHERE session_id = ?"
+                + returning(self.db, notify="control"),
+                (session_id,),
+            )
+        if self.leases.get(session_id) == token:
+            del self.leases[session_id]
+        return True
 
     def journal(self, session_id: str, token: int, execution_id: str) -> bool:
         """Record that a call starts; ``False`` when it was recorded before (it may have partly run)."""
@@ -150,8 +242,7 @@ class SessionStore(Inputs):
         """Whether the session has a running or queued turn (or steers waiting for one)."""
         with self.db.read() as cur:
             cur.execute(
-                "SELECT 1 FROM ai_utils_turns WHERE session_id = ? AND status IN ('queued', 'running') LIMIT 1",
-                (session_id,),
+                f"SELECT 1 FROM ai_utils_turns WHERE session_id = ? AND status IN {OPEN} LIMIT 1", (session_id,)
             )
             if cur.fetchone() is not None:
                 return True

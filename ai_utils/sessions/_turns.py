@@ -1,34 +1,43 @@
 """Run one stored turn on the agent's one run path (``GraphRunner._astream_run`` + the chunk adapter).
 
 Every chunk is stored (fenced, with the next cursor) before any reader can see it. A turn found
-``running`` belongs to a worker that died: it continues from the last checkpoint (``turn_resume``); its
-input is sent again only if no checkpoint holds it yet (its message id is the turn id), so nothing
+``running`` belongs to a worker that died: it continues from the last checkpoint (``turn_resume``, and the
+model gets the resume note); a turn found ``resume`` had yielded and continues the same way without the
+note. Its input is sent again only if no checkpoint holds it yet (its message id is the turn id), so nothing
 accepted is lost. How the turn ended, its summed usage and its output are stored with ``turn_end``.
+
+Every checkpoint a turn writes carries the turn id in its metadata (``TURN_TAG``), so a rollback finds the
+thread as it was before the turn in the checkpoint history and writes it back in one checkpoint: a crash
+in the middle leaves the turn whole or removed, never half, and the next worker simply rolls back again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import LLMResult
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.errors import GraphRecursionError
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from pydantic import BaseModel
 
 from ai_utils._run.repair import unanswered_calls
 from ai_utils.client import is_interrupt, is_tool_event
 from ai_utils.exceptions import SessionFencedError
-from ai_utils.sessions._middleware import CONTEXT_KEY, TurnContext
+from ai_utils.sessions._content import message_content
+from ai_utils.sessions._events import TurnWatch, fingerprint_changes, stop_for_finish, turn_error
+from ai_utils.sessions._middleware import CONTEXT_KEY, TurnContext, TurnYielded
 from ai_utils.sessions._schema import TurnRow, dumps
 from ai_utils.streaming._adapter import ChunkAdapter
 
-__all__ = ["CANCELLED_TEXT", "run_turn", "usage_of"]
+__all__ = ["CANCELLED_TEXT", "TURN_TAG", "run_turn", "usage_of"]
 
 CANCELLED_TEXT = "Not finished: the turn was cancelled while this call ran, so it may have partly run."
+TURN_TAG = "ai_utils_turn"
+"""Checkpoint metadata key: the turn that wrote the checkpoint."""
 
 
 def usage_of(messages: Sequence[BaseMessage]) -> dict[str, int]:
@@ -56,9 +65,13 @@ def _output(values: Mapping[str, Any], start: int) -> Any:
 
 def _inputs(turn: TurnRow) -> list[HumanMessage]:
     value = turn.payload.get("input")
-    texts = value if isinstance(value, list) else [value]
+    # A list of steers (a turn made of them) is several messages; a list of content blocks is one.
+    texts = value if isinstance(value, list) and all(isinstance(v, str) for v in value) else [value]
     # Deterministic ids: a continue after a crash can tell whether the input reached a checkpoint.
-    return [HumanMessage(str(t), id=turn.turn_id if i == 0 else f"{turn.turn_id}.{i}") for i, t in enumerate(texts)]
+    return [
+        HumanMessage(message_content(t), id=turn.turn_id if i == 0 else f"{turn.turn_id}.{i}")
+        for i, t in enumerate(texts)
+    ]
 
 
 def _plan(turn: TurnRow, state: Any, messages: Sequence[Any], resuming: bool) -> tuple[Any, Any, Any, bool] | str:
@@ -80,23 +93,6 @@ def _plan(turn: TurnRow, state: Any, messages: Sequence[Any], resuming: bool) ->
     return graph_input, decision, decisions, resuming
 
 
-class _Usage(BaseCallbackHandler):
-    """Sums the token usage of this worker's model calls of one turn."""
-
-    run_inline = True
-
-    def __init__(self) -> None:
-        self.total = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-
-    def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
-        for generations in response.generations:
-            for generation in generations:
-                message = getattr(generation, "message", None)
-                usage = getattr(message, "usage_metadata", None) or {}
-                for key in self.total:
-                    self.total[key] += int(usage.get(key, 0) or 0)
-
-
 class _Log:
     """The turn's writer: chunks are stored in order, a burst in one transaction (group commit)."""
 
@@ -106,6 +102,7 @@ class _Log:
         self.text: list[str] = []  # text since the last event: the answer of the last model call
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
 
     def add(self, chunk: Any) -> None:
         self.pending.append(dumps(chunk))
@@ -117,25 +114,27 @@ class _Log:
         if self._task is None:
             self._task = asyncio.create_task(self._write())
 
-    def flush(self) -> None:
+    async def flush(self) -> None:
         if self.pending:
             lines, self.pending = self.pending, []
-            self.engine.store.append(self.session_id, self.token, self.turn_id, lines)
+            await self.engine.io(self.engine.store.append, self.session_id, self.token, self.turn_id, lines)
             self.engine.signal.publish(self.session_id)
 
     async def _write(self) -> None:
-        while True:
+        # One writer, one flush at a time: lines keep their order even when a flush runs in a worker thread.
+        while not (self._closing and not self.pending):
             await self._wake.wait()
             self._wake.clear()
             await asyncio.sleep(0)  # let chunks that are ready join this transaction
-            self.flush()
+            await self.flush()
 
     async def close(self) -> None:
+        """Store what is pending and stop the writer (a refused write raises `SessionFencedError` here)."""
+        self._closing = True
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        self.flush()
+            self._wake.set()
+            await self._task
+        await self.flush()
 
 
 class _TurnRun:
@@ -144,38 +143,109 @@ class _TurnRun:
     def __init__(self, engine: Any, agent: Any, session_id: str, token: int, turn: TurnRow) -> None:
         self.engine, self.agent, self.session_id, self.token, self.turn = engine, agent, session_id, token, turn
         self.store = engine.store
-        self.state_config: Any = {"configurable": {"thread_id": session_id}}
-        self.resuming = turn.status == "running"
-        self.usage = _Usage()
+        self.link = agent._sessions_link
+        self.tag = {TURN_TAG: turn.turn_id}
+        self.state_config: Any = {"configurable": {"thread_id": session_id}, "metadata": self.tag}
+        self.crashed = turn.status == "running"  # its worker died mid-turn: the model gets the resume note
+        self.continuing = turn.status in ("running", "resume")  # also: a yielded turn continues
+        self.ids = {"session_id": session_id, "turn_id": turn.turn_id}
+        self.watch = TurnWatch(self.link.events, session_id, turn.turn_id)
         self.log = _Log(engine, session_id, token, turn.turn_id)
         self.stop = "end_turn"
         self.open_calls: dict[str, str] = {}  # tool calls shown as started and not yet ended
+        self.began = time.perf_counter()
+        self.released = False  # the turn's end gave the lease back: the session had no other work
 
-    async def end(self, stop: str, error: dict[str, str] | None = None, extra: Sequence[Any] = ()) -> None:
+    # --- ends --------------------------------------------------------------------------------------------
+
+    async def end(
+        self,
+        stop: str,
+        error: dict[str, str] | None = None,
+        extra: Sequence[Any] = (),
+        after: Sequence[Any] = (),
+        *,
+        status: str = "ended",
+    ) -> None:
         await self.log.close()
         turn, agent = self.turn, self.agent
-        total, output = dict(self.usage.total), {"text": "".join(self.log.text)}
-        if self.resuming or agent.output is not None:
-            # A continued turn's earlier model calls ran in another process: count them from the thread.
+        total, output = dict(self.watch.total), {"text": "".join(self.log.text)}
+        if self.continuing or agent.output is not None:
+            # A continued turn's earlier model calls ran earlier (maybe elsewhere): count them from the thread.
             final = await agent.graph.aget_state(self.state_config)
             now = final.values if isinstance(final.values, Mapping) else {}
             messages = list(now.get("messages", []))
-            if self.resuming:
+            if self.continuing:
                 start = next((i for i, m in enumerate(messages) if m.id == turn.turn_id), turn.start_len or 0)
                 total = usage_of(messages[start:])
             output = _output(now, turn.start_len or 0)
-        line: dict[str, Any] = {"kind": "turn_end", "turn_id": turn.turn_id, "stop_reason": stop, "usage": total}
-        if error is not None:
-            line["error"] = error
-        result = {"usage": total, "error": error, "output": output}
-        lines = [*(dumps(x) for x in extra), dumps(line)]
-        self.store.end_turn(self.session_id, self.token, turn.turn_id, stop, result, lines)
+        if stop == "yielded":
+            line: dict[str, Any] = {"kind": "turn_yield", "turn_id": turn.turn_id}
+        else:
+            line = {"kind": "turn_end", "turn_id": turn.turn_id, "stop_reason": stop, "usage": total}
+            if error is not None:
+                line["error"] = error
+        ends = int((turn.result or {}).get("ends", 0)) + 1  # a yielded turn stops more than once
+        result = {"usage": total, "error": error, "output": output, "ends": ends}
+        lines = [*(dumps(x) for x in extra), dumps(line), *(dumps(x) for x in after)]
+        self.released = await self.engine.io(
+            functools.partial(self.store.end_turn, status=status),
+            self.session_id,
+            self.token,
+            turn.turn_id,
+            stop,
+            result,
+            lines,
+        )
         self.engine.signal.publish(self.session_id)
         self.engine.contexts.pop(turn.turn_id, None)
+        self.link.events.emit(
+            "turn.ended",
+            **self.ids,
+            stop_reason=stop,
+            usage=total,
+            elapsed_ms=round((time.perf_counter() - self.began) * 1000, 3),
+            error_type=error["type"] if error else None,
+        )
+
+    async def cancelled(self, error: dict[str, str] | None = None) -> None:
+        await self.log.close()
+        if self._rollback_asked():
+            await self.rolled_back()
+            return
+        closed = await _close_calls(self.agent, self.state_config)
+        shown = {c["id"] for c in closed}
+        closed += [_end_chunk(i, n, CANCELLED_TEXT) for i, n in self.open_calls.items() if i not in shown]
+        await self.end("cancelled", error, extra=closed)
+
+    def _rollback_asked(self) -> bool:
+        if self.turn.rollback:
+            return True
+        row = self.store.turn(self.turn.turn_id)  # a prompt with on_busy="rollback" may have asked since
+        return row is not None and row.rollback  # (rare: a cancelled turn only)
+
+    async def rolled_back(self) -> None:
+        """Remove the turn's messages from the thread (one checkpoint), then log its end and ``turn_rollback``."""
+        graph = self.agent.graph
+        before: list[Any] = []
+        async for snapshot in graph.aget_state_history({"configurable": {"thread_id": self.session_id}}):
+            if (snapshot.metadata or {}).get(TURN_TAG) != self.turn.turn_id:
+                values = snapshot.values if isinstance(snapshot.values, Mapping) else {}
+                before = list(values.get("messages", []))
+                break
+        state = await graph.aget_state(self.state_config)
+        now = list((state.values if isinstance(state.values, Mapping) else {}).get("messages", []))
+        if [m.id for m in now] != [m.id for m in before]:
+            update = {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *before]}
+            await graph.aupdate_state(self.state_config, update, as_node="tools")
+        shown = [_end_chunk(i, n, CANCELLED_TEXT) for i, n in self.open_calls.items()]
+        await self.end("cancelled", extra=shown, after=[{"kind": "turn_rollback", "turn_id": self.turn.turn_id}])
+
+    # --- the run -----------------------------------------------------------------------------------------
 
     async def plan(self) -> tuple[Any, Any, Any, bool] | str:
         turn = self.turn
-        if not self.resuming:
+        if not self.continuing:
             graph_input = _inputs(turn) if "input" in turn.payload else None
             return graph_input, turn.payload.get("decision"), turn.payload.get("decisions"), False
         state = await self.agent.graph.aget_state(self.state_config)
@@ -184,11 +254,21 @@ class _TurnRun:
 
     async def consume(self, graph_input: Any, decision: Any, decisions: Any, resuming: bool) -> None:
         turn = self.turn
-        config = self.agent._config(self.session_id, (self.usage,))
+        config = self.agent._config(self.session_id, (self.watch,))
+        config.setdefault("metadata", {}).update(self.tag)
+        session = turn.config
         config.setdefault("configurable", {})[CONTEXT_KEY] = TurnContext(
-            store=self.store, session_id=self.session_id, token=self.token, turn_id=turn.turn_id, resuming=resuming
+            store=self.store,
+            session_id=self.session_id,
+            token=self.token,
+            turn_id=turn.turn_id,
+            resuming=self.crashed,
+            yield_at=turn.payload.get("yield_at"),
+            model=self.link.chat_model(session.model) if session is not None else None,
+            instructions=session.instructions if session is not None else None,
         )
-        context = self.engine.contexts.get(turn.turn_id, self.engine.contexts.get(self.session_id))
+        # Only the context the turn's own session object gave (never another object's): SPEC security rule.
+        context = self.engine.contexts.get(turn.turn_id)
         adapter = ChunkAdapter(show_tool_calls=True)
         chunks = self.agent._astream_run(graph_input, config, context, decision, decisions, adapter)
         try:
@@ -204,24 +284,45 @@ class _TurnRun:
         finally:
             await chunks.aclose()
 
-    async def cancelled(self) -> None:
-        await self.log.close()
-        closed = await _close_calls(self.agent, self.session_id, self.state_config)
-        shown = {c["id"] for c in closed}
-        closed += [_end_chunk(i, n, CANCELLED_TEXT) for i, n in self.open_calls.items() if i not in shown]
-        await self.end("cancelled", extra=closed)
+    def _first_line(self) -> dict[str, Any]:
+        turn = self.turn
+        if self.continuing:
+            return {"kind": "turn_resume", "turn_id": turn.turn_id}
+        return {
+            "kind": "turn_start",
+            "turn_id": turn.turn_id,
+            "session_id": self.session_id,
+            "message_id": turn.message_id,
+        }
+
+    def _fingerprint(self) -> dict[str, Any] | None:
+        """The agent's tool set and model, to store when they differ from what the session last ran with."""
+        session = self.turn.config
+        now: dict[str, Any] = self.link.fingerprint(self.agent, session.model if session is not None else None)
+        before = session.fingerprint if session is not None else None
+        if before == now:
+            return None
+        changed = fingerprint_changes(before, now)
+        if changed:
+            self.link.events.emit("checkpoint.mismatch", **self.ids, changed=changed)
+        return now
 
     async def run(self) -> None:
         turn, engine = self.turn, self.engine
-        if self.resuming:
-            first: dict[str, Any] = {"kind": "turn_resume", "turn_id": turn.turn_id}
-        else:
-            first = {"kind": "turn_start", "turn_id": turn.turn_id, "session_id": self.session_id}
-            first["message_id"] = turn.message_id
-        cancelled = self.store.start_turn(self.session_id, self.token, turn.turn_id, dumps(first), turn.seq)
+        cancelled = await self.engine.io(
+            self.store.start_turn, self.session_id, self.token, turn, dumps(self._first_line()), self._fingerprint()
+        )
         engine.signal.publish(self.session_id)
+        if self.continuing:
+            self.link.events.emit("turn.resumed", **self.ids, after="crash" if self.crashed else "yield")
+        else:
+            self.link.events.emit("turn.started", **self.ids, message_id=turn.message_id)
         if cancelled:
             await self.cancelled()
+            return
+        deadline = turn.payload.get("deadline")
+        if deadline is not None and time.time() >= deadline:
+            await self.timed_out()
             return
         plan = await self.plan()
         if isinstance(plan, str):
@@ -230,11 +331,28 @@ class _TurnRun:
         task = asyncio.create_task(self.consume(*plan))
         task.turn_seq = turn.seq  # type: ignore[attr-defined]
         engine.set_running(self.session_id, task)
+        timed_out = False
         try:
-            await asyncio.wait({task})
+            done, _ = await asyncio.wait({task}, timeout=None if deadline is None else max(deadline - time.time(), 0))
+            if not done:
+                timed_out = True
+                task.cancel()
+                await asyncio.wait({task})
         finally:
             by_user = engine.was_cancelled(self.session_id)
             engine.set_running(self.session_id, None)
+        await self.finish(task, timed_out=timed_out, by_user=by_user)
+
+    async def timed_out(self) -> None:
+        seconds = self.turn.payload.get("timeout")
+        await self.cancelled(
+            {"type": "TimeoutError", "message": f"The turn ran longer than its timeout ({seconds} s)."}
+        )
+
+    async def finish(self, task: asyncio.Task[None], *, timed_out: bool, by_user: bool) -> None:
+        if timed_out and (task.cancelled() or task.exception() is None):
+            await self.timed_out()
+            return
         if task.cancelled():
             if not by_user:
                 raise SessionFencedError(f"Session {self.session_id!r}: the turn stopped.", session_id=self.session_id)
@@ -243,20 +361,26 @@ class _TurnRun:
         error = task.exception()
         if isinstance(error, SessionFencedError):
             raise error
-        if isinstance(error, GraphRecursionError):
+        if isinstance(error, TurnYielded):
+            await self.end("yielded", status="yielded")
+        elif isinstance(error, GraphRecursionError):
             await self.end("max_model_turns")
         elif error is not None:
-            await self.end("error", {"type": type(error).__name__, "message": str(error)})
+            await self.end("error", turn_error(error, self.engine.contexts.get(self.turn.turn_id)))
+        elif self.stop == "end_turn":
+            await self.end(stop_for_finish(self.watch.finish) or "end_turn")
         else:
             await self.end(self.stop)
 
 
-async def run_turn(engine: Any, agent: Any, session_id: str, token: int, turn: TurnRow) -> None:
-    """Run (or continue) ``turn`` to its end and store everything it emits."""
-    await _TurnRun(engine, agent, session_id, token, turn).run()
+async def run_turn(engine: Any, agent: Any, session_id: str, token: int, turn: TurnRow) -> bool:
+    """Run (or continue) ``turn`` to its end and store everything it emits; whether its end gave the lease back."""
+    run = _TurnRun(engine, agent, session_id, token, turn)
+    await run.run()
+    return run.released
 
 
-async def _close_calls(agent: Any, session_id: str, config: Any) -> list[dict[str, Any]]:
+async def _close_calls(agent: Any, config: Any) -> list[dict[str, Any]]:
     """Answer the calls a cancel left without a result (no dangling call); their tool ``end`` chunks."""
     state = await agent.graph.aget_state(config)
     values = state.values if isinstance(state.values, Mapping) else {}

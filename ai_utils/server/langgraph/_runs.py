@@ -6,11 +6,11 @@ runs (the SDK's default, ``reject``, is the LangGraph Server's):
 - ``reject``: 409 (the SDK raises ``ConflictError``), nothing stored;
 - ``enqueue``: the prompt is stored at once and runs after the running one (the session's own order);
 - ``interrupt``: the running (and waiting) runs are cancelled, their open tool calls answered, and the new one
-  runs on the thread as it stands.
+  runs on the thread as it stands;
+- ``rollback``: as ``interrupt``, and the cancelled run's messages are removed from the thread.
 
-``rollback`` needs the session store's ``on_busy`` (SPEC §14b), which this store does not have yet: a 400 says
-so. The busy check and the prompt are two steps, so two runs racing for an idle thread may both start (one
-after the other).
+Each is the session's ``on_busy`` (SPEC §14b): the store decides it in the same transaction that stores the
+prompt, across processes, so two runs racing for an idle thread never both pass a ``reject``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from ai_utils.exceptions import SessionBusyError
 from ai_utils.gateway.actor import Actor
 from ai_utils.server._bodies import RunRequest
 from ai_utils.server._options import ContextHook, blocking, run_context
@@ -89,21 +90,24 @@ async def _check_resume(thread: Thread, body: RunBody) -> None:
 
 
 async def _accept(thread: Thread, session: Any, body: RunBody) -> Any:
-    """Prompt the session after the run's multitask strategy; the `Turn`."""
-    strategy = body.multitask_strategy
-    if strategy != "enqueue" and await thread.io(thread.store.busy, thread.thread_id):
-        if strategy == "reject":
-            refuse(
-                409,
-                f"Thread {thread.thread_id!r} is busy with another run; wait for it (join), cancel it, or send "
-                "multitask_strategy='enqueue' (run after it) or 'interrupt' (cancel it).",
-            )
-        if strategy == "rollback":
-            refuse(400, "multitask_strategy='rollback' is not supported by this server yet; use 'interrupt'.")
-        await thread.io(session.cancel)  # interrupt: the running and waiting runs end cancelled
-    return await session.aprompt(
-        body.text, message_id=body.message_id, decision=body.decision, decisions=body.decisions
-    )
+    """Prompt the session with the run's multitask strategy as its ``on_busy`` (decided atomically by the store,
+    across processes); the `Turn`. A reject stores nothing and answers 409.
+    """
+    try:
+        return await session.aprompt(
+            body.text,
+            message_id=body.message_id,
+            decision=body.decision,
+            decisions=body.decisions,
+            on_busy=body.multitask_strategy,
+        )
+    except SessionBusyError:
+        refuse(
+            409,
+            f"Thread {thread.thread_id!r} is busy with another run; wait for it (join), cancel it, or send "
+            "multitask_strategy='enqueue' (run after it), 'interrupt' (cancel it) or 'rollback' (cancel it and "
+            "drop its messages).",
+        )
 
 
 async def start_run(

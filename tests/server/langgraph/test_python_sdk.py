@@ -265,6 +265,19 @@ def test_multitask_interrupt_cancels_the_running_run_and_runs_the_new_one(url: s
         assert client.runs.get(tid, first["run_id"])["status"] == "interrupted"
 
 
+def test_multitask_rollback_cancels_the_running_run_and_drops_its_messages(url: str, gate: Gate) -> None:
+    with get_sync_client(url=url, api_key="alice-key") as client:
+        tid = client.threads.create()["thread_id"]
+        first = client.runs.create(tid, "support", input=ask("slow k1"))
+        wait_until(lambda: gate.started == 1, "the tool to start")
+        done = client.runs.wait(tid, "support", input=USER, multitask_strategy="rollback")
+        assert text_of(done["messages"][-1]) == "B-42 is shipped."
+        assert client.runs.get(tid, first["run_id"])["status"] == "interrupted"
+        history = client.threads.get_state(tid)["values"]["messages"]
+        assert not any("k1" in text_of(m) for m in history)  # the rolled-back run left nothing on the thread
+        gate.event.set()
+
+
 # --- rejoin ------------------------------------------------------------------------------------------------------
 
 

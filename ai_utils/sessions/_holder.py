@@ -1,0 +1,113 @@
+"""Who holds a session's lease: host, process and process start, so a dead local holder is seen at once.
+
+A lease row names its holder as ``host|pid|start|nonce``. ``host`` is the machine (hostname, kernel boot id
+and PID namespace, so two containers or a reboot never look like one host), ``start`` the process's start
+time in clock ticks since boot (from ``/proc``), so a new process that got a dead worker's pid is not taken
+for it. A worker on the same host can then tell that a holder is dead (no such process, a zombie, or
+another process under that pid) and take its session over without waiting for the lease to expire; a
+holder on another host is only ever taken over after its lease expired.
+
+``AI_UTILS_HOST_ID`` replaces the host part (tests simulate a second machine with it; a deployment whose
+hosts share hostname, boot id and PID namespace can set it per host).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["HOST_ENV", "Holder", "host_id", "this_holder"]
+
+HOST_ENV = "AI_UTILS_HOST_ID"
+_SEP = "|"
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def _stat(pid: int) -> tuple[str, str] | None:
+    """``(state, start time in clock ticks)`` of a process from ``/proc/<pid>/stat``, ``None`` without one."""
+    text = _read(f"/proc/{pid}/stat")
+    # The command name (field 2) is in parentheses and may hold spaces: split after its closing one.
+    _, paren, rest = text.rpartition(")")
+    fields = rest.split()
+    if not paren or len(fields) < 20:
+        return None
+    return fields[0], fields[19]
+
+
+def host_id() -> str:
+    """This machine's identity in lease rows (``AI_UTILS_HOST_ID`` when set)."""
+    given = os.environ.get(HOST_ENV, "").strip()
+    if given:
+        return given.replace(_SEP, "/")
+    return _machine()
+
+
+@functools.cache
+def _machine() -> str:
+    boot = _read("/proc/sys/kernel/random/boot_id")
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return "/".join(p for p in (socket.gethostname().replace(_SEP, "/"), boot, namespace) if p)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A lease holder: ``host|pid|start|nonce`` in the row."""
+
+    host: str
+    pid: int
+    start: str
+    nonce: str
+
+    def __str__(self) -> str:
+        return _SEP.join((self.host, str(self.pid), self.start, self.nonce))
+
+    @classmethod
+    def parse(cls, owner: object) -> Holder | None:
+        """The holder a lease row names, or ``None`` for none (or one an older version wrote)."""
+        if not isinstance(owner, str):
+            return None
+        parts = owner.rsplit(_SEP, 3)
+        if len(parts) != 4 or not parts[1].isdigit():
+            return None
+        return cls(parts[0], int(parts[1]), parts[2], parts[3])
+
+    def dead_here(self) -> bool:
+        """Whether this holder is a process on this host that no longer runs (a zombie counts as dead)."""
+        if self.host != host_id():
+            return False
+        if self.pid == os.getpid():
+            return self.start != _start_of(self.pid)  # our pid, another (earlier) process
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass  # it exists, under another user
+        stat = _stat(self.pid)
+        if stat is None:
+            return False  # no /proc: the pid alone says it runs
+        state, start = stat
+        return state in ("Z", "X") or (bool(self.start) and start != self.start)
+
+
+def _start_of(pid: int) -> str:
+    stat = _stat(pid)
+    return stat[1] if stat else ""
+
+
+def this_holder() -> Holder:
+    """This process as a lease holder (a new nonce per call: each store object is its own worker)."""
+    return Holder(host_id(), os.getpid(), _start_of(os.getpid()), uuid.uuid4().hex[:8])

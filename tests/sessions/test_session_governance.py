@@ -1,0 +1,180 @@
+"""Security rules for sessions (SPEC "Security amendments", issue #24), each shown as the attack, then refused.
+
+- A turn's mode is decided once, from the user's message that started it, and stored with the turn: a steer
+  or an approval never re-routes it (a crash: ``test_sessions_processes.py``).
+- ``context`` belongs to the session object that was given it.
+- Ids and cursors from outside are validated whole.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from langchain.tools import ToolRuntime
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+
+from ai_utils import Agent, KeywordModeRouter, MemorySaver, ModeDefinition, UserError, durable_tool, memory_sessions
+from ai_utils.sessions import SessionStore
+from ai_utils.testing import FunctionChatModel
+
+
+@pytest.fixture
+def store() -> Iterator[SessionStore]:
+    sessions = memory_sessions()
+    yield sessions
+    sessions.close()  # type: ignore[attr-defined]
+
+
+ROUTER = KeywordModeRouter(
+    # Everything by default (an operator console); a customer's support message gets a narrow mode.
+    default_mode=ModeDefinition(mode="admin", allowed_tools=["lookup_order", "delete_account"]),
+    rules=[
+        {
+            "keywords": ["support", "order"],
+            "mode": "support",
+            "definition": {"allowed_tools": ["lookup_order"], "max_tool_iterations": 3},
+        }
+    ],
+)
+
+
+def _attacker(deleted: list[str]) -> tuple[Any, Any, FunctionChatModel]:
+    """A model that looks up the order, then tries ``delete_account`` (what a prompt injection would ask)."""
+
+    def lookup_order(order: str) -> str:
+        """Look up an order."""
+        return f"order {order}: shipped"
+
+    def delete_account(user: str) -> str:
+        """Delete a user's account."""
+        deleted.append(user)
+        return f"deleted {user}"
+
+    def reply(messages: list[BaseMessage], tools: list[Any]) -> Any:
+        last = messages[-1]
+        if isinstance(last, ToolMessage) and last.name == "lookup_order":
+            return {"tool_calls": [{"name": "delete_account", "args": {"user": "alice"}}]}
+        if isinstance(last, ToolMessage):
+            return f"result: {last.text}"
+        if not any(isinstance(m, AIMessage) for m in messages[messages.index(last) :]):
+            return {"tool_calls": [{"name": "lookup_order", "args": {"order": "42"}}]}
+        return "ok"
+
+    return lookup_order, delete_account, FunctionChatModel(reply)
+
+
+def test_a_steer_never_re_routes_the_turn(store: SessionStore) -> None:
+    deleted: list[str] = []
+    lookup_order, delete_account, model = _attacker(deleted)
+    started, release = threading.Event(), threading.Event()
+
+    def slow_lookup(order: str) -> str:
+        """Look up an order."""
+        started.set()
+        release.wait(30)
+        return lookup_order(order)
+
+    slow_lookup.__name__ = "lookup_order"
+    agent = Agent(
+        llm=model,
+        tools=[durable_tool(slow_lookup, idempotent=True), durable_tool(delete_account, idempotent=False)],
+        sessions=store,
+        modes=ROUTER,
+    )
+    s = agent.session()
+    turn = s.prompt("support: where is my order?")
+    assert started.wait(30)
+    # The attack: a steer that the router would send to the admin mode joins the running turn.
+    s.steer("please delete the account now")
+    release.set()
+    result = turn.result(timeout=30)
+    assert deleted == []
+    refusal = [m for m in s.history() if isinstance(m, ToolMessage) and m.name == "delete_account"]
+    assert refusal and "refused" in refusal[0].text and "mode `support`" in refusal[0].text
+    assert result.stop_reason == "end_turn"
+
+
+def test_an_approval_never_re_routes_the_turn_in_a_session_and_on_a_plain_checkpointer(store: SessionStore) -> None:
+    for plain in (True, False):
+        deleted: list[str] = []
+        lookup_order, delete_account, model = _attacker(deleted)
+        tools = [durable_tool(lookup_order, idempotent=True), durable_tool(delete_account, idempotent=False)]
+        approve = {"lookup_order": {"decisions": ["approve", "reject"], "question": "Look it up?"}}
+        if plain:
+            agent = Agent(llm=model, tools=tools, checkpointer=MemorySaver(), modes=ROUTER, interrupt_on=approve)
+            paused = agent.invoke("support: where is order 42?", thread_id="t")
+            assert isinstance(paused, dict) and paused["kind"] == "interrupt"
+            agent.invoke(decision="approve", thread_id="t")
+            history = agent.get_state("t").values["messages"]
+        else:
+            agent = Agent(llm=model, tools=tools, sessions=store, modes=ROUTER, interrupt_on=approve, name="appr")
+            s = agent.session()
+            assert s.prompt("support: where is order 42?").result().stop_reason == "interrupted"
+            assert s.prompt(decision="approve").result(timeout=30).stop_reason == "end_turn"
+            history = s.history()
+        assert deleted == [], plain
+        refused = [m for m in history if isinstance(m, ToolMessage) and m.name == "delete_account"]
+        assert refused and "mode `support`" in refused[0].text
+
+
+@dataclass
+class Who:
+    user: str
+
+
+def test_context_belongs_to_the_session_object_that_was_given_it(store: SessionStore) -> None:
+    seen: list[str | None] = []
+
+    @tool
+    def whoami(note: str, runtime: ToolRuntime[Who]) -> str:
+        """Say whose credentials this call runs with."""
+        seen.append(runtime.context.user if runtime.context is not None else None)
+        return "noted"
+
+    def reply(messages: list[BaseMessage], tools: list[Any]) -> Any:
+        if isinstance(messages[-1], HumanMessage):
+            return {"tool_calls": [{"name": "whoami", "args": {"note": messages[-1].text}}]}
+        return "done"
+
+    agent = Agent(
+        llm=FunctionChatModel(reply), tools=[durable_tool(whoami, idempotent=True)], sessions=store, context_schema=Who
+    )
+    alice = agent.session("shared", context=Who("alice"))
+    assert alice.prompt("as alice").result().stop_reason == "end_turn"
+    # The attack: another handler (a webhook) opens the same session without credentials.
+    anonymous = agent.session("shared")
+    assert anonymous.prompt("as nobody").result().stop_reason == "end_turn"
+    anonymous.steer("a steer as nobody")
+    bob = agent.session("shared", context=Who("bob"))
+    assert bob.prompt("as bob").result().stop_reason == "end_turn"
+    assert seen[:2] == ["alice", None] and seen[-1] == "bob"
+    assert "alice" not in seen[2:]
+
+
+@pytest.mark.parametrize("bad", ["abc\n", "abc\r\n", "\nabc", "a b", "x" * 129, "", "ümlaut", 7, None])
+def test_ids_are_validated_whole(store: SessionStore, bad: Any) -> None:
+    agent = Agent(llm=FunctionChatModel(lambda m, t: "ok"), sessions=store)
+    if bad is not None:
+        with pytest.raises(UserError, match="not valid"):
+            agent.session(bad)
+    with pytest.raises(UserError, match="message_id"):
+        agent.session("fine").prompt("hi", message_id=bad if bad is not None else "a\n")
+    with pytest.raises(UserError, match="message_id"):
+        agent.session("fine").steer("hi", message_id=bad if bad is not None else "a\n")
+
+
+@pytest.mark.parametrize("bad", [2**63, -1, 1.5, "3", True, None, 10**30])
+def test_cursors_are_non_negative_63_bit_ints(store: SessionStore, bad: Any) -> None:
+    agent = Agent(llm=FunctionChatModel(lambda m, t: "ok"), sessions=store)
+    s = agent.session()
+    s.prompt("hi").result()
+    with pytest.raises(UserError, match="2\\*\\*63 - 1"):
+        s.stream(bad)
+    with pytest.raises(UserError, match="cursor"):
+        s.astream(bad)
+    assert list(s.stream(2**63 - 1)) == []  # past the end replays nothing
