@@ -90,8 +90,9 @@ async def _check_resume(thread: Thread, body: RunBody) -> None:
 
 
 async def _accept(thread: Thread, session: Any, body: RunBody) -> Any:
-    """Prompt the session with the run's multitask strategy as its ``on_busy`` (decided atomically by the store,
-    across processes); the `Turn`. A reject stores nothing and answers 409.
+    """Prompt the session with the run's multitask strategy as its ``on_busy``; the `Turn`.
+
+    The store decides the strategy atomically, across processes; a reject stores nothing and answers 409.
     """
     try:
         return await session.aprompt(
