@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from langchain_core.messages import HumanMessage
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -14,6 +15,7 @@ from ai_utils.server._bodies import Protocol, RunRequest, parse_body
 from ai_utils.server._options import ContextHook, check_options, run_context
 from ai_utils.server._request import Authenticate, actor_key, read_json, refuse, route
 from ai_utils.server._respond import encoder_for, stream_response
+from ai_utils.sessions._content import ahuman_content
 
 __all__ = ["OWNER_KEY", "agent_routes"]
 
@@ -44,12 +46,19 @@ def agent_routes(
 
     The body, by ``protocol``:
 
-    - ``"ndjson"``: ``{"input"?, "thread_id"?, "decision"?, "decisions"?, "context"?}``; the answer is
+    - ``"ndjson"``: ``{"input"?, "thread_id"?, "decision"?, "decisions"?, "context"?}`` (``input``: the text, or
+      content blocks as `Session.prompt` takes them: ``{"type": "text", "text"}``, ``{"type": "image", "data":
+      <base64>, "mime_type"}``, ``{"type": "image_url", "url": "data:image/...;base64,..."}``); the answer is
       ``application/x-ndjson`` (`StreamResponse`: one chunk a line) with the thread in ``X-Thread-Id``;
-    - ``"ag-ui"``: AG-UI's ``RunAgentInput`` (``threadId`` is the thread, the last user message the input,
-      ``resume`` answers an approval); the answer is AG-UI events as SSE;
-    - ``"vercel-ai"``: the AI SDK's ``{id, messages}`` (``id`` is the thread; an assistant message with
-      ``approval-responded`` tool parts answers an approval); the answer is a UI message stream.
+    - ``"ag-ui"``: AG-UI's ``RunAgentInput`` (``threadId`` is the thread, the last user message the input with
+      its ``image`` parts, ``resume`` answers an approval); the answer is AG-UI events as SSE;
+    - ``"vercel-ai"``: the AI SDK's ``{id, messages}`` (``id`` is the thread, the last user message the input
+      with its image ``file`` parts; an assistant message with ``approval-responded`` tool parts answers an
+      approval); the answer is a UI message stream.
+
+    Images reach the model as LangChain's standard image blocks, checked as a session prompt's are (PNG, JPEG,
+    GIF or WebP by their bytes, data URLs only, at most 8, 3.75 MiB each, 6 MiB together; the agent's
+    ``resize_image`` first): a bad one is a 400, never dropped. Raise ``max_body_bytes`` for large images.
 
     Every request is authenticated first: ``authenticate(request)`` returns the `Actor` or ``None`` (401).
     Without ``authenticate`` every request is refused with 401 (deny by default: pass a function; for a
@@ -86,9 +95,19 @@ def agent_routes(
     async def run(request: Request, actor: Actor) -> Response:
         body = parse_body(protocol, await read_json(request, max_body_bytes))
         ctx = await run_context(context, request, actor, body)
-        return await _stream(request, actor, body, ctx)
+        message = await _message(body.input)  # images checked before the response starts: a bad one is a 400
+        return await _stream(request, actor, body, ctx, message)
 
-    async def _stream(request: Request, actor: Actor, body: RunRequest, ctx: Any) -> Response:
+    async def _message(input: str | list[dict[str, Any]] | None) -> str | HumanMessage | None:
+        """The run's input: the text, or (content blocks) one `HumanMessage` with the images a session would send."""
+        if not isinstance(input, list):
+            return input
+        link = getattr(agent, "_sessions_link", None)  # the agent's `resize_image` (given with `sessions=`)
+        return HumanMessage(await ahuman_content(input, getattr(link, "resize_image", None)))
+
+    async def _stream(
+        request: Request, actor: Actor, body: RunRequest, ctx: Any, message: str | HumanMessage | None
+    ) -> Response:
         thread_id = body.thread_id
         config = None
         if stateful:
@@ -97,7 +116,7 @@ def agent_routes(
             await _check_owner(agent, thread_id, owner)
             config = {"metadata": {OWNER_KEY: owner}}
         chunks = agent.astream(
-            body.input,
+            message,
             thread_id=thread_id if stateful else None,
             decision=body.decision,
             decisions=body.decisions,

@@ -1,16 +1,20 @@
 """Request bodies -> one `RunRequest`, per protocol: pure functions of the parsed JSON (no request, no agent).
 
 - ``ndjson``: ``{"input"?, "thread_id"?, "decision"?, "decisions"?, "context"?}`` (a session prompt also
-  ``"message_id"?``, ``"cursor"?``, ``"on_busy"?``, and ``input`` may be a list of content blocks; no
-  ``thread_id``). Unknown keys and wrong types are refused.
+  ``"message_id"?``, ``"cursor"?``, ``"on_busy"?``; no ``thread_id``); ``input`` is a string or a list of
+  content blocks. Unknown keys and wrong types are refused.
 - ``ag-ui``: AG-UI's ``RunAgentInput`` (validated with ``ag_ui.core``): ``threadId`` is the thread (or session),
-  the last message (a user message) is the input (the server owns the history; for a session its ``image``
-  parts too, as content blocks), ``resume`` entries are the
+  the last message (a user message) is the input (the server owns the history; its ``image`` parts as content
+  blocks), ``resume`` entries are the
   decisions (keyed by interrupt id; `ApprovalPayload` or a `Decision` as payload, ``cancelled`` = reject).
 - ``vercel-ai``: the AI SDK's ``{id, messages, trigger?, messageId?}``: ``id`` is the thread (or session); the
-  last message is a user message (the input; for a session its image ``file`` parts too) or the assistant
+  last message is a user message (the input; its image ``file`` parts as content blocks) or the assistant
   message whose tool parts answer approvals (``approval-responded``: ``approved: true`` approves, anything else
   rejects with the ``reason``).
+
+Content blocks are only shaped here; `ai_utils.sessions._content` checks the images (base64, type by their bytes,
+count and size) for both routes, and a part that is neither text nor an image (audio, a PDF) is refused, never
+dropped.
 
 Every refusal is a `RequestError` 400 whose message names the field, never the value the client sent.
 """
@@ -39,7 +43,7 @@ _ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 class RunRequest:
     """What one request asks for, whatever its protocol."""
 
-    input: str | list[dict[str, Any]] | None = None  # a list of content blocks only for a session prompt
+    input: str | list[dict[str, Any]] | None = None  # a list: content blocks (text and images), checked by the route
     decision: Decision | None = None
     decisions: list[Decision] | dict[str, Decision] | None = None
     thread_id: str | None = None  # the thread (agent) or session the body names
@@ -68,9 +72,9 @@ def check_on_busy(value: Any) -> OnBusy:
 
 
 def _content_blocks(value: Any) -> list[dict[str, Any]]:
-    """A session prompt's content blocks (objects with a string ``type``), else a 400.
+    """A prompt's content blocks (objects with a string ``type``), else a 400.
 
-    The session checks the rest (base64, image type and size) and refuses with a `UserError` (400).
+    The route checks the rest (`ai_utils.sessions._content`: base64, image type and size) with a `UserError` (400).
     """
     if not value or not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in value):
         refuse(
@@ -101,10 +105,10 @@ def _ndjson(body: dict[str, Any], session: bool) -> RunRequest:
     if unknown:
         refuse(400, f"Unknown field(s) in the body ({len(unknown)}); it takes only {', '.join(known)}.")
     text = body.get("input")
-    if session and isinstance(text, list):
+    if isinstance(text, list):
         text = _content_blocks(text)
     elif text is not None and not isinstance(text, str):
-        refuse(400, "`input` must be a string (the user's message).")
+        refuse(400, "`input` must be a string (the user's message) or a list of content blocks.")
     on_busy = check_on_busy(body["on_busy"]) if body.get("on_busy") is not None else None
     decision = body.get("decision")
     if decision is not None and not _is_decision(decision):
@@ -162,7 +166,7 @@ def _resume_decision(entry: Any) -> Decision:
     return cast(Decision, payload)  # a Decision form, or the answer to a plain interrupt, passed on unchanged
 
 
-def _ag_ui(body: dict[str, Any], session: bool) -> RunRequest:
+def _ag_ui(body: dict[str, Any]) -> RunRequest:
     from ag_ui.core import RunAgentInput
 
     try:
@@ -182,7 +186,7 @@ def _ag_ui(body: dict[str, Any], session: bool) -> RunRequest:
         refuse(400, "Nothing to run: the last message must be the user's (or send `resume` for a waiting approval).")
     content = getattr(last, "content", "")
     text = _text_of(content)
-    images = _ag_ui_images(content) if session else []
+    images = _ag_ui_images(content)
     if not text.strip() and not images:
         refuse(400, "The last user message has no text.")
     mid = getattr(last, "id", None)
@@ -198,26 +202,34 @@ def _with_images(text: str, images: list[dict[str, Any]]) -> str | list[dict[str
 
 
 def _ag_ui_images(content: Any) -> list[dict[str, Any]]:
-    """A session prompt's images from AG-UI input parts (``image`` with a ``data`` or ``url`` source)."""
+    """A prompt's images from AG-UI input parts (``image`` with a ``data`` or ``url`` source); other media a 400."""
     images: list[dict[str, Any]] = []
-    for part in content if isinstance(content, list) else []:
-        source = getattr(part, "source", None) if getattr(part, "type", None) == "image" else None
-        if source is None:
+    for i, part in enumerate(content if isinstance(content, list) else []):
+        kind = getattr(part, "type", None)
+        if kind == "text":
             continue
+        source = getattr(part, "source", None) if kind == "image" else None
+        if source is None:
+            refuse(400, f"`messages[-1].content[{i}]` is {kind!r}; send text and images (PNG, JPEG, GIF or WebP).")
         if source.type == "data":
             images.append({"type": "image", "data": source.value, "mime_type": source.mime_type})
-        else:  # a URL: the session takes data URLs only and says so (a 400 naming the fix)
+        else:  # a URL: data URLs only (the prompt is stored with its images); the check says so with the fix
             images.append({"type": "image_url", "url": source.value})
     return images
 
 
 def _vercel_images(parts: list[Any]) -> list[dict[str, Any]]:
-    """A session prompt's images from AI SDK ``file`` parts whose media type is an image (their ``url``)."""
-    return [
-        {"type": "image_url", "url": p.get("url")}
-        for p in parts
-        if isinstance(p, Mapping) and p.get("type") == "file" and str(p.get("mediaType", "")).startswith("image/")
-    ]
+    """A prompt's images from AI SDK ``file`` parts whose media type is an image (their ``url``); other files a 400."""
+    images: list[dict[str, Any]] = []
+    for i, part in enumerate(parts):
+        if not isinstance(part, Mapping) or part.get("type") != "file":
+            continue
+        if not str(part.get("mediaType", "")).startswith("image/"):
+            refuse(
+                400, f"`messages[-1].parts[{i}]` is a file but no image; send text and images (PNG, JPEG, GIF, WebP)."
+            )
+        images.append({"type": "image_url", "url": part.get("url")})
+    return images
 
 
 def _approvals(message: Mapping[str, Any]) -> tuple[dict[str, Decision], tuple[str, ...]]:
@@ -239,7 +251,7 @@ def _approvals(message: Mapping[str, Any]) -> tuple[dict[str, Decision], tuple[s
     return decisions, tuple(calls)
 
 
-def _vercel(body: dict[str, Any], session: bool) -> RunRequest:
+def _vercel(body: dict[str, Any]) -> RunRequest:
     chat_id = check_id(body.get("id"), "id")
     if body.get("trigger", "submit-message") != "submit-message":
         refuse(400, 'Only `trigger: "submit-message"` is supported; send the new message instead of regenerating.')
@@ -260,7 +272,7 @@ def _vercel(body: dict[str, Any], session: bool) -> RunRequest:
     if last.get("role") != "user":
         refuse(400, "The last message must be the user's (or the assistant's with approval answers).")
     text = "".join(str(p.get("text") or "") for p in parts if isinstance(p, Mapping) and p.get("type") == "text")
-    images = _vercel_images(parts) if session else []
+    images = _vercel_images(parts)
     if not text.strip() and not images:
         refuse(400, "The last user message has no text part.")
     return RunRequest(input=_with_images(text, images), thread_id=chat_id, message_id=message_id)
@@ -271,5 +283,5 @@ def parse_body(protocol: Protocol, body: dict[str, Any], *, session: bool = Fals
     if protocol == "ndjson":
         return _ndjson(body, session)
     if protocol == "ag-ui":
-        return _ag_ui(body, session)
-    return _vercel(body, session)
+        return _ag_ui(body)
+    return _vercel(body)

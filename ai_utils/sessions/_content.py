@@ -20,7 +20,7 @@ from typing import Any, TypeAlias, cast
 
 from ai_utils._images import sniff
 from ai_utils.exceptions import UserError
-from ai_utils.memory._methods import Flow, Step
+from ai_utils.memory._methods import Flow, Step, twins
 
 __all__ = [
     "MAX_IMAGES",
@@ -28,6 +28,7 @@ __all__ = [
     "MAX_IMAGE_BYTES",
     "ImageResizer",
     "Parsed",
+    "ahuman_content",
     "check_resizer",
     "message_content",
     "parse",
@@ -95,8 +96,8 @@ def _data_url(block: Mapping[str, Any], where: str) -> tuple[bytes, str]:
         url = url.get("url")
     if not isinstance(url, str) or not url[:5].lower() == "data:":
         raise UserError(
-            f"{where} needs `url` as a data URL ('data:image/png;base64,...'), got {str(url)[:40]!r}; a session "
-            "stores its prompts, so download a web image and pass its bytes."
+            f"{where} needs `url` as a data URL ('data:image/png;base64,...'), got {str(url)[:40]!r}; a prompt is "
+            "stored with its images, so download a web image and pass its bytes."
         )
     header, comma, payload = url.partition(",")
     if not comma or not header.lower().endswith(";base64"):
@@ -230,3 +231,18 @@ def message_content(stored: Any) -> str | list[str | dict[str, Any]]:
         elif isinstance(block, Mapping):
             content.append({"type": "text", "text": str(block.get("text", ""))})
     return content
+
+
+_, _aprepared = twins(prepare, "prepared")
+
+
+async def ahuman_content(input: Any, resize: ImageResizer | None) -> str | list[str | dict[str, Any]]:
+    """A prompt (a ``str`` or content blocks) checked as a session checks it, as a `HumanMessage`'s content.
+
+    For an agent run that stores no prompt of its own (``agent_routes``): the same checks and the same blocks the
+    model gets from a session turn.
+
+    Raises:
+        UserError: as for `prepare`.
+    """
+    return message_content(await _aprepared(input, resize))

@@ -1,12 +1,14 @@
-// Sends an image prompt to ai_utils' session routes with the real clients and prints a JSON report:
+// Sends an image prompt to ai_utils' session (or agent) routes with the real clients and prints a JSON report:
 // the AI SDK's Chat (sendMessage with an image file part) and AG-UI's HttpAgent (a user message with an image
 // part whose source is base64 data).
 //
 //   node image_clients.mjs '{"base": "http://127.0.0.1:PORT", "token": "...", "png": "<base64>", "modules": {...}}'
+// (optional "paths": {"vercel": "/...", "agui": "/..."}; default: the session test's paths)
 const config = JSON.parse(process.argv[2]);
 const { AbstractChat, DefaultChatTransport } = await import(config.modules.ai);
 const { HttpAgent } = await import(config.modules.agui);
 const headers = { authorization: `Bearer ${config.token}` };
+const paths = config.paths ?? { vercel: "/vercel-sessions", agui: "/agui-sessions" };
 
 class State {
   status = "ready";
@@ -29,7 +31,7 @@ class Chat extends AbstractChat {
 async function vercel() {
   const chat = new Chat({
     id: "chat-image-1",
-    transport: new DefaultChatTransport({ api: `${config.base}/vercel-sessions`, headers }),
+    transport: new DefaultChatTransport({ api: `${config.base}${paths.vercel}`, headers }),
   });
   await chat.sendMessage({
     text: "Was ist das (AI SDK)?",
@@ -44,7 +46,7 @@ async function vercel() {
 }
 
 async function agUi() {
-  const agent = new HttpAgent({ url: `${config.base}/agui-sessions`, headers, threadId: "thread-image-1" });
+  const agent = new HttpAgent({ url: `${config.base}${paths.agui}`, headers, threadId: "thread-image-1" });
   agent.addMessage({
     id: "u-image-1",
     role: "user",
