@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -170,9 +170,10 @@ BAD: list[tuple[str, str, dict[str, Any], str]] = [
 def test_a_bad_image_is_a_400_json_error_before_the_model_is_called(
     serve: Callable[[Any], LiveServer], app: Any, authenticate: Any, aimock: Aimock, vision: Agent
 ) -> None:
+    protocols: list[Literal["ndjson", "ag-ui", "vercel-ai"]] = ["ndjson", "ag-ui", "vercel-ai"]
     routes = [
-        agent_routes(vision, path=f"/{p}", protocol=p, authenticate=authenticate, max_body_bytes=8_000_000)  # type: ignore[arg-type]
-        for p in ("ndjson", "ag-ui", "vercel-ai")
+        agent_routes(vision, path=f"/{p}", protocol=p, authenticate=authenticate, max_body_bytes=8_000_000)
+        for p in protocols
     ]
     live = serve(app(*routes))
     with httpx.Client(base_url=live.base_url, timeout=60) as http:
