@@ -31,6 +31,7 @@ from langgraph.checkpoint.base import (
 
 from ai_utils._compat.langgraph import DeltaSnapshot
 from ai_utils.exceptions import UserError
+from ai_utils.memory._error_writes import without_error_text
 from ai_utils.memory._messages import achat_summarizer, chat_summarizer
 from ai_utils.memory._methods import Flow, Step, twins
 from ai_utils.memory._smart_state import KEY as _KEY
@@ -205,7 +206,12 @@ class SmartCheckpointSaver(SaverWrapper):
     def _put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> Flow[None]:
-        """Delegate to ``inner`` and note the thread's new messages for the token count."""
+        """Delegate to ``inner`` and note the thread's new messages for the token count.
+
+        A failed task's exception reaches ``inner`` as its class name only (`without_error_text`), whatever saver
+        ``inner`` is.
+        """
+        writes = without_error_text(writes)
         yield Step.of(self._inner, "put_writes", config, writes, task_id, task_path)
         self._note_writes(config, writes, task_id)
 

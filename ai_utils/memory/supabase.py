@@ -21,6 +21,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ai_utils._optional import missing_extra
 from ai_utils.exceptions import UserError
+from ai_utils.memory._error_writes import without_error_text
 from ai_utils.memory._supabase_rows import (
     CHECKPOINT_COLUMNS,
     WRITE_COLUMNS,
@@ -234,10 +235,12 @@ class SupabaseCheckpointSaver(ThreadedAsyncSaver):
         """Store a task's intermediate writes for the checkpoint ``config`` names.
 
         Regular writes keep the first stored value for a ``(task_id, idx)`` (as LangGraph's own savers
-        do); special writes (errors, interrupts) replace it.
+        do); special writes (errors, interrupts) replace it. A failed task's exception is stored as its class
+        name only (`without_error_text`).
         """
         if not writes:
             return
+        writes = without_error_text(writes)
         rows = write_rows(self.serde, config, writes, task_id, task_path)
         replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
         query = self.client.table(self.writes_table).upsert(

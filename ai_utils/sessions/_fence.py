@@ -4,9 +4,9 @@ While this worker leases a session, every checkpoint write for its thread runs w
 ``(session_id, token)``; each dialect's saver reads it where it opens the write transaction and checks the
 lease there (`check_fence`), so a replaced worker's write never becomes visible (`SessionFencedError`).
 
-LangGraph stores a failed task's exception as a pending write (channel ``__error__``); its text may quote a key
-(a provider's 401) or the session's ``context``, and the store keeps it for good. Those writes are stored as the
-exception's class name only: the turn's ``turn_end`` line carries the safe error, the server's log the details.
+A failed task's exception (the ``__error__`` pending write) is stored as its class name only, by the savers these
+build on (`ai_utils.memory._error_writes`): the turn's ``turn_end`` line carries the safe error, the server's log
+the details.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from ai_utils._compat.langgraph import ERROR_CHANNEL as ERROR
 from ai_utils.exceptions import SessionFencedError
 from ai_utils.memory._methods import named
 
@@ -40,29 +39,12 @@ def check_fence(fence: tuple[str, int], token: Any) -> None:
         )
 
 
-def _without_error_text(writes: Any) -> Any:
-    """``writes`` with each stored exception replaced by its class name (a new list; LangGraph keeps its own)."""
-    if not any(c == ERROR and isinstance(v, BaseException) for c, v in writes):
-        return writes
-    return [
-        (c, f"{type(v).__name__} (its text is not stored; see the turn's turn_end line)")
-        if c == ERROR and isinstance(v, BaseException)
-        else (c, v)
-        for c, v in writes
-    ]
-
-
 def _fenced(template: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:
     """The saver's own write method ``template`` names, run with ``FENCE`` set from its config."""
     name = template.__name__
 
     def write(self: FencedWrites, /, *args: P.args, **kwargs: P.kwargs) -> R:
         config = args[0] if args else kwargs["config"]
-        if name == "put_writes":
-            if len(args) > 1:
-                args = (args[0], _without_error_text(args[1]), *args[2:])  # type: ignore[assignment]
-            elif "writes" in kwargs:
-                kwargs["writes"] = _without_error_text(kwargs["writes"])
         reset = FENCE.set(self._fence(cast("RunnableConfig", config)))
         try:
             return cast("R", getattr(super(FencedWrites, self), name)(*args, **kwargs))
