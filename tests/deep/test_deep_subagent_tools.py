@@ -7,12 +7,13 @@ subagent's history as a data block.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 
-from ai_utils import AgentRun, DeepAgent
+from ai_utils import AgentRun, AgentTraceEvent, DeepAgent, durable_tool, sqlite_sessions
 from ai_utils.client import is_tool_event
 from ai_utils.testing import FunctionChatModel
 
@@ -137,3 +138,30 @@ def test_context_trust_off_leaves_a_subagents_tool_result_as_it_was() -> None:
     assert agent.invoke("What is the rate?", thread_id="t") == "Main: sub saw success"
     (page,) = team.sub_results()
     assert page.text == HOSTILE
+
+
+def test_a_runs_allowed_tools_and_trace_cover_a_subagents_tool_calls() -> None:
+    team = Team("general-purpose", "deploy", {"service": "api"})
+    events: list[AgentTraceEvent] = []
+    agent = DeepAgent(llm=FunctionChatModel(team), prompt="MAIN: delegate.", tools=[deploy], on_trace=events.append)
+    assert agent.invoke("Deploy api", thread_id="t", allowed_tools=["task"]) == "Main: sub saw error"
+    (refused,) = team.sub_results()
+    assert refused.status == "error" and refused.text.startswith("Not run: `deploy` is not among the tools allowed")
+
+    agent.invoke("Deploy api", thread_id="u")
+    finished = [e.data for e in events if e.type == "tool.finished" and e.data["tool_name"] == "deploy"]
+    assert [d["status"] for d in finished] == ["error"]  # the subagent's call, in the run's trace
+
+
+def test_a_durable_turn_goes_on_when_a_subagents_tool_raises(tmp_path: Path) -> None:
+    team = Team("general-purpose", "deploy", {"service": "api"})
+    store = sqlite_sessions(tmp_path / "sessions.sqlite")
+    try:
+        tool = durable_tool(deploy, idempotent=True)
+        agent = DeepAgent(llm=FunctionChatModel(team), prompt="MAIN: delegate.", tools=[tool], sessions=store)
+        result = agent.session("ops").prompt("Deploy api").result(timeout=60)
+        assert result.stop_reason == "end_turn" and result.output == "Main: sub saw error"
+        (failed,) = team.sub_results()
+        assert failed.text == "PermissionError: deploy of api refused with token [REDACTED:slack_token]"
+    finally:
+        store.close()  # type: ignore[attr-defined]
