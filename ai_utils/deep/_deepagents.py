@@ -9,7 +9,8 @@ try:
     from deepagents.backends import StateBackend
     from deepagents.middleware.filesystem import supports_execution
     from deepagents.middleware.skills import SkillsMiddleware
+    from deepagents.middleware.subagents import GENERAL_PURPOSE_SUBAGENT
 except ImportError as _import_error:
     raise missing_extra("deepagents", extra="deep", feature="DeepAgent") from _import_error
 
-__all__ = ["SkillsMiddleware", "StateBackend", "create_deep_agent", "supports_execution"]
+__all__ = ["GENERAL_PURPOSE_SUBAGENT", "SkillsMiddleware", "StateBackend", "create_deep_agent", "supports_execution"]

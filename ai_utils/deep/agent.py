@@ -18,8 +18,8 @@ from ai_utils._run.guards import guard_tool
 from ai_utils._run.repair import REPAIR_NAME, ThreadRepair
 from ai_utils._run.runner import Graph
 from ai_utils._run.setup import Wrapper, WrapperOptions
-from ai_utils._run.toolloop import ToolErrors
-from ai_utils.deep._deepagents import create_deep_agent, supports_execution
+from ai_utils._run.toolloop import ToolCalls, ToolErrors
+from ai_utils.deep._deepagents import GENERAL_PURPOSE_SUBAGENT, create_deep_agent, supports_execution
 from ai_utils.deep._skills import skills_middleware
 from ai_utils.exceptions import UserError
 from ai_utils.guard._trust import TRUST_INSTRUCTION, context_trust_middleware
@@ -51,13 +51,28 @@ def _chat_model(llm: Any) -> Any:
     return resolve_llm(llm, owner="DeepAgent")
 
 
-def _subagent(spec: Any) -> Any:
+# The names of the slots in deepagents' general-purpose subagent stack that the main agent's middleware may take
+# (deepagents' default one inherits main middleware of these names: our repair step or the session's, and skills).
+_GENERAL_PURPOSE_SLOTS = frozenset({"FilesystemMiddleware", "SummarizationMiddleware", REPAIR_NAME, "SkillsMiddleware"})
+
+
+def _subagent(spec: Any, loop: Callable[[Any], list[Any]]) -> Any:
+    """A subagent spec as deepagents takes it: a ``"model"`` string resolved; a declared one gets our stack.
+
+    Args:
+        spec: the user's spec.
+        loop: fresh tool-loop (and trust) middleware for a subagent running this chat model.
+    """
     if isinstance(spec, Mapping) and isinstance(spec.get("model"), str):
         spec = {**spec, "model": _chat_model(spec["model"])}
     if isinstance(spec, Mapping) and "runnable" not in spec and "graph_id" not in spec:
-        # A declared subagent: our repair step takes deepagents' slot there too (merged by name).
-        own = [m for m in spec.get("middleware", ()) if getattr(m, "name", None) != REPAIR_NAME]
-        spec = {**spec, "middleware": [*own, ThreadRepair()]}
+        # A declared subagent runs its tools in its own stack: the same tool loop and context trust as the main
+        # agent (merged after deepagents' core entries, outermost among ours), and our repair step takes
+        # deepagents' slot there too (merged by name).
+        ours = loop(spec.get("model"))
+        names = {m.name for m in ours} | {REPAIR_NAME}
+        own = [m for m in spec.get("middleware", ()) if getattr(m, "name", None) not in names]
+        spec = {**spec, "middleware": [*ours, *own, ThreadRepair()]}
     return spec
 
 
@@ -132,10 +147,12 @@ class DeepAgent(Wrapper[OutputT]):
         modes: a mode router, as for `Agent`: per turn only the mode's tools (built-in ones included: list
             ``"read_file"``, ``"write_todos"``, ... in ``allowed_tools`` to keep them) and the mode instruction.
         context_trust: ``"enforce"`` wraps every tool result (built-in file tools and ``task`` answers included)
-            as a data block in the history, as for `Agent`. Default ``"off"``.
+            as a data block in the history, as for `Agent`; in every declared subagent's history too (the default
+            general-purpose one and ``subagents`` dicts). Default ``"off"``.
         tool_errors: ``"model"`` (default: a tool's exception reaches the model as a failed result) or
-            ``"raise"``, as for `Agent` (the main agent's tools; a subagent's failure reaches the main model as
-            the failed result of its ``task`` call).
+            ``"raise"``, as for `Agent`. A declared subagent runs its tools the same way: its tool's exception
+            reaches the subagent's model (``"raise"``: it ends the run). Compiled (``runnable``) and async
+            subagents run as they were built.
         parallel_tools: as for `Agent`: writers (``writes=True``; with sessions, tools that are not idempotent)
             run alone; ``False`` runs every call alone. DeepAgent has no ``max_iterations``: deepagents keeps its
             own budget.
@@ -224,7 +241,10 @@ class DeepAgent(Wrapper[OutputT]):
             attach_permissions(backend, self.permissions)  # the local shell hides what these rules deny
         self.interrupt_on = dict(interrupt_on) if interrupt_on else None
         self.agents_md = list(agents_md) if agents_md is not None else None
-        self.subagents = [_subagent(spec) for spec in subagents] if subagents is not None else None
+        self._trust = context_trust_middleware(context_trust, owner="DeepAgent")
+        self.context_trust = context_trust
+        self._trust_instruction = TRUST_INSTRUCTION if self._trust else None
+        self.subagents = [_subagent(spec, self._subagent_loop) for spec in subagents] if subagents is not None else None
         self.skills = list(skills) if skills is not None else None
         self._skills = skills_middleware(skills, backend) if skills is not None else None
         self.middleware = list(middleware)
@@ -237,9 +257,7 @@ class DeepAgent(Wrapper[OutputT]):
             self._mode_middleware.append(router)
             self._start_hook = router.start  # the turn's mode is decided once, from its input
         self.store = store
-        self._trust = context_trust_middleware(context_trust, owner="DeepAgent")
-        self.context_trust = context_trust
-        self._trust_instruction = TRUST_INSTRUCTION if self._trust else None
+        self._general_purpose = self._general_purpose_subagent()
         self._graph: Graph | None = None
         self._rebuild()
 
@@ -299,8 +317,32 @@ class DeepAgent(Wrapper[OutputT]):
             *([self._skills] if self._skills is not None else []),
         ]
 
+    def _subagent_loop(self, model: Any) -> list[Any]:
+        """Fresh tool-loop and trust middleware for one subagent's stack (they keep per-stack state).
+
+        The tool-call part of the main agent's tool loop only: a subagent's model calls are not the run's
+        iterations (``details=True`` counts the main agent's), and DeepAgent has no ``max_iterations``. The run's
+        ``allowed_tools`` still hold for a subagent's calls. The trust block instruction goes into each model
+        call, since deepagents writes the subagent's system prompt.
+        """
+        loop = ToolCalls(self._tool_loop.options, model if model is not None else self.llm)
+        return [loop, *context_trust_middleware(self.context_trust, owner="DeepAgent", instruct=True)]
+
+    def _general_purpose_subagent(self) -> list[Any]:
+        """The general-purpose subagent declared by us, so it gets our stack too (none if the user declares one).
+
+        The one deepagents adds inherits only main-agent middleware that takes one of its slots, never the tool loop
+        or context trust; a declared spec of that name replaces it (same prompt, description, model and tools).
+        """
+        name = GENERAL_PURPOSE_SUBAGENT["name"]
+        if any(isinstance(spec, Mapping) and spec.get("name") == name for spec in self.subagents or ()):
+            return []
+        inherited = [m for m in self._own_middleware() if getattr(m, "name", None) in _GENERAL_PURPOSE_SLOTS]
+        return [{**GENERAL_PURPOSE_SUBAGENT, "middleware": [*self._subagent_loop(None), *inherited]}]
+
     def _middleware_in_use(self) -> list[Any]:
-        declared = [m for spec in self.subagents or () if isinstance(spec, Mapping) for m in spec.get("middleware", ())]
+        subagents = [*self._general_purpose, *(self.subagents or ())]
+        declared = [m for spec in subagents if isinstance(spec, Mapping) for m in spec.get("middleware", ())]
         return [*self._own_middleware(), *declared]
 
     def _build(self, tools: Sequence[BaseTool]) -> Graph:
@@ -310,7 +352,7 @@ class DeepAgent(Wrapper[OutputT]):
             system_prompt=self.system_prompt,
             # ThreadRepair has the name of deepagents' PatchToolCallsMiddleware, so it takes that slot.
             middleware=[TodoListMiddleware(), *self._own_middleware()],
-            subagents=self.subagents,
+            subagents=[*self._general_purpose, *(self.subagents or ())],
             memory=self.agents_md,
             permissions=self.permissions,
             backend=self.backend,
