@@ -227,17 +227,22 @@ class _TurnRun:
     async def rolled_back(self) -> None:
         """Remove the turn's messages from the thread (one checkpoint), then log its end and ``turn_rollback``."""
         graph = self.agent.graph
+        newest: Any = None
         before: list[Any] = []
         async for snapshot in graph.aget_state_history({"configurable": {"thread_id": self.session_id}}):
+            newest = snapshot if newest is None else newest
             if (snapshot.metadata or {}).get(TURN_TAG) != self.turn.turn_id:
                 values = snapshot.values if isinstance(snapshot.values, Mapping) else {}
                 before = list(values.get("messages", []))
                 break
-        state = await graph.aget_state(self.state_config)
-        now = list((state.values if isinstance(state.values, Mapping) else {}).get("messages", []))
-        if [m.id for m in now] != [m.id for m in before]:
-            update = {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *before]}
-            await graph.aupdate_state(self.state_config, update, as_node="tools")
+        # Only while the thread's newest checkpoint is this turn's: once anything else wrote after it (a later turn
+        # that already runs, or a rollback already written), a rollback from this older read would erase it.
+        if newest is not None and (newest.metadata or {}).get(TURN_TAG) == self.turn.turn_id:
+            values = newest.values if isinstance(newest.values, Mapping) else {}
+            now = list(values.get("messages", []))
+            if [m.id for m in now] != [m.id for m in before]:
+                update = {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *before]}
+                await graph.aupdate_state(self.state_config, update, as_node="tools")
         shown = [_end_chunk(i, n, CANCELLED_TEXT) for i, n in self.open_calls.items()]
         await self.end("cancelled", extra=shown, after=[{"kind": "turn_rollback", "turn_id": self.turn.turn_id}])
 
