@@ -268,3 +268,23 @@ class ProviderServer(LocalHTTPServer):
         counts them in (OpenAI, Gemini, DeepSeek do; Anthropic reports them beside ``input_tokens``)."""
         fresh = reply.input_tokens if reply.input_tokens is not None else max(1, len(call.text.split()))
         return fresh + (reply.cache_read if with_cache else 0)
+
+
+class OpenAIStyleServer(ProviderServer):
+    """A `ProviderServer` on OpenAI's conventions: ``base_url`` ends in ``/v1``, a bearer key, OpenAI's error shape.
+
+    Shared by the OpenAI Responses and DeepSeek fakes (DeepSeek's API is OpenAI-compatible down to its errors).
+    """
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _key_of(self, headers: Mapping[str, str]) -> str | None:
+        value = headers.get("authorization") or ""
+        return value.removeprefix("Bearer ") if value.startswith("Bearer ") else None
+
+    def _error(self, status: int, message: str) -> tuple[int, bytes, dict[str, str]]:
+        kind = "invalid_request_error" if status < 500 else "server_error"
+        return status, dumps({"error": {"message": message, "type": kind, "param": None, "code": None}}), {}

@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
 from typing import Any
 
-from _provider_servers._base import ProviderServer, RecordedCall, Reply, sse, words
-from ai_utils.testing._http import dumps
+from _provider_servers._base import OpenAIStyleServer, RecordedCall, Reply, sse, words
 
 __all__ = ["FakeResponsesServer"]
 
@@ -46,24 +44,11 @@ def _input_texts(items: Any) -> list[str]:
     return texts
 
 
-class FakeResponsesServer(ProviderServer):
+class FakeResponsesServer(OpenAIStyleServer):
     """A fake OpenAI Responses API on 127.0.0.1 (see the module docstring); ``url`` is the SDK's ``base_url``."""
 
     def __init__(self, *, api_key: str | None = "sk-fake-openai") -> None:
         super().__init__(name="FakeResponsesServer", api_key=api_key)
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:<port>/v1``."""
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def _key_of(self, headers: Mapping[str, str]) -> str | None:
-        value = headers.get("authorization") or ""
-        return value.removeprefix("Bearer ") if value.startswith("Bearer ") else None
-
-    def _error(self, status: int, message: str) -> tuple[int, bytes, dict[str, str]]:
-        kind = "invalid_request_error" if status < 500 else "server_error"
-        return status, dumps({"error": {"message": message, "type": kind, "param": None, "code": None}}), {}
 
     def _describe(self, body: Any, path: str) -> tuple[str, str, bool]:
         if not isinstance(body, dict):
