@@ -171,7 +171,8 @@ class Engine:
         """
         deadline = time.monotonic() + timeout
         self.closing = True
-        while self._running and time.monotonic() < deadline:
+        # `_held` too: a turn's model calls end before its end record and lease release, which must not be cut.
+        while (self._running or self._held) and time.monotonic() < deadline:
             time.sleep(0.02)
         self._keeping = False
         self.signal.control.set()

@@ -167,3 +167,41 @@ def test_a_worker_keeps_its_lease_through_a_long_turn_and_hears_a_cancel_from_an
     finally:
         second.close()  # type: ignore[attr-defined]
         first.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_closing_the_store_lets_running_turns_record_their_ends(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # close() waits for running turns: the wait must cover each turn's end record and lease release, not only
+    # its model calls, or the next worker finds a finished thread with no end and reports the turn "unknown".
+    gate = threading.Event()
+    calls = 0
+
+    async def held(messages: list[BaseMessage], tools: list[Any]) -> Any:
+        nonlocal calls
+        calls += 1
+        while not gate.is_set():
+            await asyncio.sleep(0.005)
+        return "finished"
+
+    uri = request.getfixturevalue("postgres_uri") if kind == "postgres" else ""
+    store = postgres_sessions(uri) if kind == "postgres" else sqlite_sessions(tmp_path / "closing.sqlite")
+    agent = Agent(llm=FunctionChatModel(held), sessions=store, name=f"closing-{kind}")
+    turns = [agent.session(f"closing-{kind}-{i}").prompt("hi") for i in range(20)]
+    deadline = time.monotonic() + 60
+    while calls < len(turns) and time.monotonic() < deadline:  # every turn is inside its model call
+        time.sleep(0.01)
+    closer = threading.Thread(target=store.close)  # type: ignore[attr-defined]
+    closer.start()
+    gate.set()  # every model call returns at once: the ends are written while close() waits
+    closer.join(60)
+    assert not closer.is_alive()
+    reopened = postgres_sessions(uri) if kind == "postgres" else sqlite_sessions(tmp_path / "closing.sqlite")
+    try:
+        again = Agent(llm=FakeChatModel(["never called"]), sessions=reopened, name=f"closing-{kind}")
+        assert again.recover() == 0  # nothing left open for a next worker
+        results = [again.session(t.session_id).prompt("hi", message_id=t.message_id).result(timeout=30) for t in turns]
+        assert [(r.stop_reason, r.output) for r in results] == [("end_turn", "finished")] * len(turns)
+    finally:
+        reopened.close()  # type: ignore[attr-defined]
