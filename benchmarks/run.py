@@ -4,6 +4,7 @@ Usage: ``.venv/bin/python benchmarks/run.py`` (full: 3 repeats x 40 rounds, writ
        ``.venv/bin/python benchmarks/run.py --quick`` (smoke: 1 repeat x 5 rounds, writes nothing)
        ``.venv/bin/python benchmarks/run.py --only TEXT`` (full rounds, only rows whose name holds TEXT, writes nothing)
        ``--results FILE`` writes the table of a full run to FILE instead (e.g. a run on a loaded machine)
+       ``--modules bench_a,bench_b`` runs only those modules (writes only with ``--results FILE``)
 Not part of the test suite.
 """
 
@@ -79,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=None, help="run only metrics whose name contains this text")
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--results", default=str(HERE / "RESULTS.md"), help="where a full run writes its table")
+    parser.add_argument("--modules", default=None, help="comma-separated bench_* modules to run (default: all)")
     # Internal: run one module and pickle its results to --out.
     parser.add_argument("--module", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
@@ -95,12 +97,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if all(r.passed for r in results) else 1
 
     passed_on = list(argv if argv is not None else sys.argv[1:])
-    if "--results" in passed_on:  # the parent's option only
-        at = passed_on.index("--results")
-        del passed_on[at : at + 2]
+    for option in ("--results", "--modules"):  # the parent's options only
+        if option in passed_on:
+            at = passed_on.index(option)
+            del passed_on[at : at + 2]
+    chosen = MODULES if args.modules is None else [m.strip() for m in args.modules.split(",")]
+    if unknown := sorted(set(chosen) - set(MODULES)):
+        parser.error(f"unknown --modules {unknown}; choose from {MODULES}")
     results = []
     crashed: list[str] = []
-    for module_name in MODULES:
+    for module_name in chosen:
         got = _run_isolated(module_name, passed_on)
         if got is None:
             crashed.append(module_name)
@@ -110,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     if crashed:
         table += f"\n\n**Crashed (no rows): {', '.join(crashed)}**"
     print(table)
-    if not args.quick and not args.only:  # a partial table must never replace the full run's
+    # A partial table must never replace the full run's (a chosen subset goes to --results only when given).
+    if not args.quick and not args.only and (args.modules is None or args.results != str(HERE / "RESULTS.md")):
         notes = "\n".join(f"- **{r.metric.name}**: {r.metric.note}" for r in results if r.metric.note)
         Path(args.results).write_text(
             "# Benchmark results\n\n"
