@@ -154,7 +154,8 @@ def prepare_call(route: Route, messages: Any, request: Request, *, model: BaseCh
     from ai_utils.llm._request import bind_request
 
     runnable, dropped_options = bind_request(model, tools=tools, options=request.options())
-    report = report.with_options(dropped_options)
+    if dropped_options:
+        report = report.with_options(dropped_options)
     if report:
         if request.on_dropped_content is not None:
             request.on_dropped_content(report)

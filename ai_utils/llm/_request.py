@@ -20,6 +20,7 @@ method of its own (the profile fallback model binds each of its models).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
@@ -59,7 +60,12 @@ _FAMILIES: tuple[tuple[str, _Family], ...] = (
 
 
 def _family(model: BaseChatModel) -> _Family:
-    names = {cls.__name__ for cls in type(model).__mro__}
+    return _family_of(type(model))
+
+
+@functools.cache
+def _family_of(kind: type) -> _Family:  # once per model class: every gateway call asks
+    names = {cls.__name__ for cls in kind.__mro__}
     return next((family for name, family in _FAMILIES if name in names), "other")
 
 
