@@ -40,11 +40,9 @@ _TWINS = {"invoke": "ainvoke", "stream": "astream", "batch": "abatch", "batch_as
 
 def warn_sync_in_loop(owner: str, method: str, *, stacklevel: int = 3) -> None:
     """Warn (`RuntimeWarning`) when the sync ``owner.method`` is called on a thread that runs an event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    if _WARNED.get():
+    # `_get_running_loop` (in asyncio's __all__) answers None off-loop; `get_running_loop` raises and we would catch
+    # a RuntimeError on every sync call, the shell's largest cost.
+    if asyncio._get_running_loop() is None or _WARNED.get():
         return
     twin = _TWINS.get(method, f"a{method}")
     warnings.warn(
