@@ -1,8 +1,8 @@
 """A real Supabase REST stack for tests: PostgREST 12 (npm binary) on a real Postgres, behind a `/rest/v1` proxy.
 
 `start_supabase(postgres_uri)` creates a fresh database on the given server, bootstraps Supabase's roles,
-starts PostgREST and a stdlib proxy (standing in for Kong, which supabase-py expects), all on 127.0.0.1,
-and yields a `SupabaseStack`:
+starts PostgREST and a proxy (``services/supabase_proxy.cjs``: standing in for Kong, which supabase-py expects,
+in its own node process as Kong is), all on 127.0.0.1, and yields a `SupabaseStack`:
 
     with start_supabase(postgres_uri) as stack:
         client = supabase.create_client(stack.url, stack.service_key)
@@ -17,21 +17,18 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import http.client
 import json
 import os
 import secrets
+import select
 import shutil
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -62,8 +59,6 @@ alter default privileges in schema public grant all on tables to anon, authentic
 alter default privileges in schema public grant all on sequences to anon, authenticated, service_role;
 alter default privileges in schema public grant execute on functions to anon, authenticated, service_role;
 """
-
-_HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "upgrade", "host", "content-length"}
 
 
 def _b64url(data: bytes) -> str:
@@ -131,44 +126,37 @@ class SupabaseStack:
         raise RuntimeError(f"PostgREST did not pick up table {table!r} within {timeout}s")
 
 
-def _proxy_handler(upstream_port: int) -> type[BaseHTTPRequestHandler]:
-    class Proxy(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+def _start_proxy(rest_port: int, timeout: float = 30.0) -> tuple[subprocess.Popen[bytes], int]:
+    """The stand-in gateway (``services/supabase_proxy.cjs``) in its own node process, and its port.
 
-        def log_message(self, format: str, *args: object) -> None:
-            return
+    Its own process, as Kong is in Supabase: an in-process proxy would compete with the client under test
+    for the GIL (and inflate client-side benchmarks).
+    """
+    script = Path(__file__).parent / "services" / "supabase_proxy.cjs"
+    node = shutil.which("node")
+    if node is None:
+        raise RuntimeError("Node.js is missing: install Node 20 (apt-get install nodejs npm).")
+    proc = subprocess.Popen([node, str(script), str(rest_port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    # The proxy prints its port once it listens (readline returns b"" if it exits first).
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    line = proc.stdout.readline().strip() if ready else b""
+    if not line.isdigit():
+        _stop(proc)
+        raise RuntimeError(f"the Supabase stand-in proxy did not start (exit code {proc.poll()})")
+    return proc, int(line)
 
-        def setup(self) -> None:
-            super().setup()
-            # Headers and body go out in separate writes; without TCP_NODELAY each request waits ~40 ms for
-            # a delayed ACK.
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-        def _forward(self) -> None:
-            path = self.path.removeprefix("/rest/v1") or "/"
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else None
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
-            conn = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=30)
-            try:
-                conn.connect()
-                conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                conn.request(self.command, path, body=body, headers=headers)
-                response = conn.getresponse()
-                data = response.read()
-            finally:
-                conn.close()
-            self.send_response(response.status)
-            for key, value in response.getheaders():
-                if key.lower() not in _HOP_HEADERS:
-                    self.send_header(key, value)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = do_HEAD = do_OPTIONS = _forward
-
-    return Proxy
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            pipe.close()
 
 
 def _with_dbname(uri: str, dbname: str, user: str | None = None) -> str:
@@ -209,15 +197,13 @@ def start_supabase(postgres_uri: str) -> Iterator[SupabaseStack]:
     log_path = log_dir / "postgrest.log"
     log = log_path.open("wb")
     proc = subprocess.Popen([str(binary)], stdout=log, stderr=subprocess.STDOUT, env=env)
-    proxy = ThreadingHTTPServer(("127.0.0.1", 0), _proxy_handler(rest_port))
-    proxy.daemon_threads = True
-    thread = threading.Thread(target=proxy.serve_forever, name="supabase-proxy", daemon=True)
-    thread.start()
+    proxy: subprocess.Popen[bytes] | None = None
     try:
+        proxy, proxy_port = _start_proxy(rest_port)
         rest_url = f"http://127.0.0.1:{rest_port}"
         _wait_ready(rest_url, proc, log_path)
         yield SupabaseStack(
-            url=f"http://127.0.0.1:{proxy.server_address[1]}",
+            url=f"http://127.0.0.1:{proxy_port}",
             service_key=make_jwt(jwt_secret, "service_role"),
             anon_key=make_jwt(jwt_secret, "anon"),
             db_uri=db_uri,
@@ -225,14 +211,9 @@ def start_supabase(postgres_uri: str) -> Iterator[SupabaseStack]:
             log_path=log_path,
         )
     finally:
-        proxy.shutdown()
-        proxy.server_close()
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proxy is not None:
+            _stop(proxy)
+        _stop(proc)
         log.close()
         shutil.rmtree(log_dir, ignore_errors=True)
         with psycopg.connect(postgres_uri, autocommit=True) as conn:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
@@ -18,7 +19,9 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from pydantic import ValidationError
 
+from ai_utils._json import fast_json
 from ai_utils._optional import missing_extra
 from ai_utils.exceptions import UserError
 from ai_utils.memory._error_writes import without_error_text
@@ -38,7 +41,9 @@ from ai_utils.memory._supabase_tables import SupabaseCheckpointError, check_tabl
 from ai_utils.memory._threaded import ThreadedAsyncSaver
 
 try:
-    from postgrest import APIError
+    from httpx import USE_CLIENT_DEFAULT
+    from postgrest import APIError, SyncPostgrestClient
+    from postgrest.exceptions import APIErrorFromJSON, generate_default_error_message
     from postgrest.types import ReturnMethod
     from supabase import AsyncClient, Client
 except ImportError as _import_error:
@@ -48,6 +53,8 @@ __all__ = ["SupabaseCheckpointError", "SupabaseCheckpointSaver", "supabase_check
 
 Rows = list[Row]
 Ids = list[str]
+# The RPC body as postgrest-py encodes it (compact, non-ASCII kept); the values are already plain JSON data.
+_dumps = fast_json(json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode, default=str)
 # Keeps `in.(...)` query strings well below URL length limits.
 _IDS_PER_QUERY = 100
 
@@ -122,11 +129,29 @@ class SupabaseCheckpointSaver(ThreadedAsyncSaver):
         return cast("list[dict[str, Any]]", response.data or [])
 
     def _call(self, function: str, params: dict[str, Any], what: str) -> Any:
-        """The result of the shipped SQL function ``function`` (one PostgREST ``/rpc`` request)."""
+        """The result of the shipped SQL function ``function`` (one PostgREST ``/rpc`` request).
+
+        Sent on the client's own httpx session with its PostgREST URL and headers (so auth changes,
+        timeouts, proxies and TLS settings apply as for ``client.rpc``), but without postgrest-py's request
+        builder, and with the JSON body encoded by orjson: `put` and `get_tuple` are on every LangGraph
+        step, and those two cost more client time than the request itself (benchmarks/bench_memory.py).
+        The request is the one ``client.rpc(function, params).execute()`` sends; errors read the same.
+        """
+        # A supabase Client (whose `postgrest` is rebuilt after an auth change), or a SyncPostgrestClient.
+        rest = cast("SyncPostgrestClient", getattr(self.client, "postgrest", self.client))
+        headers = rest.headers.copy()
+        headers["Content-Type"] = "application/json"
+        # As postgrest-py decides: its own basic auth, else the session's unless the headers carry a token.
+        auth = rest.basic_auth if rest.basic_auth is not None or "Authorization" in headers else USE_CLIENT_DEFAULT
+        url = str(rest.base_url.joinpath("rpc", function))
+        response = rest.session.request("POST", url, content=_dumps(params).encode(), headers=headers, auth=auth)
+        if response.is_success:
+            return json.loads(response.content) if response.content else None
         try:
-            return self.client.rpc(function, params).execute().data
-        except APIError as error:
-            raise refusal(error.code, error.message, what, self.table) from None
+            error = dict(APIErrorFromJSON.model_validate_json(response.content))
+        except ValidationError:
+            error = generate_default_error_message(response)
+        raise refusal(error.get("code"), error.get("message"), what, self.table)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Return the checkpoint ``config`` names, or the thread's latest one without a ``checkpoint_id``.

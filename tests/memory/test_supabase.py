@@ -220,6 +220,65 @@ def test_put_and_get_tuple_take_one_request_each_and_return_the_pending_writes(s
     assert latest.pending_writes == []
 
 
+def test_the_saver_sends_the_request_supabase_py_sends_and_follows_a_token_change(supabase_checkpoints: Any) -> None:
+    sent: list[httpx.Request] = []
+    stack = supabase_checkpoints.stack
+    with httpx.Client(timeout=30, event_hooks={"request": [sent.append]}) as http:
+        client = create_client(stack.url, stack.service_key, options=ClientOptions(httpx_client=http))
+        saver = SupabaseCheckpointSaver(client, table=supabase_checkpoints.table)
+        stored = saver.put(_config("same"), _checkpoint("ü"), {"note": "naïve"}, {})
+        params = {
+            "p_thread_id": "same",
+            "p_checkpoint_ns": "",
+            "p_checkpoint_id": stored["configurable"]["checkpoint_id"],
+        }
+        sent.clear()
+        ours = saver.get_tuple(stored)
+        theirs = client.rpc(f"{supabase_checkpoints.table}_get_tuple", params).execute().data
+        assert [(r.method, r.url) for r in sent[:1]] == [(r.method, r.url) for r in sent[1:]]
+        ours_headers, theirs_headers = ({k: v for k, v in r.headers.items() if k != "content-length"} for r in sent)
+        assert ours_headers == theirs_headers and ours_headers["authorization"] == f"Bearer {stack.service_key}"
+        assert httpx.Response(200, content=sent[0].content).json() == params
+        assert ours is not None and ours.checkpoint["channel_values"] == {"value": "ü"}
+        assert theirs["checkpoint"]["metadata"]["note"] == "naïve"
+        # The next step: the client switches to another user's token; the saver's next call carries it.
+        client.postgrest.auth(stack.anon_key)
+        with pytest.raises(SupabaseCheckpointError) as caught:
+            saver.get_tuple(stored)
+    assert caught.value.code == "42501" and sent[-1].headers["authorization"] == f"Bearer {stack.anon_key}"
+
+
+def test_an_error_page_that_is_not_postgrest_json_names_the_status() -> None:
+    # A gateway in front of PostgREST may answer with its own page (e.g. 502 text/html).
+    class Gateway(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            body = b"<html>bad gateway</html>"
+            self.send_response(502)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with httpx.Client(timeout=5) as http:
+            client = create_client(
+                f"http://127.0.0.1:{server.server_address[1]}", "key", options=ClientOptions(httpx_client=http)
+            )
+            with pytest.raises(SupabaseCheckpointError, match="Bad Gateway") as caught:
+                SupabaseCheckpointSaver(client).put(_config("x"), _checkpoint("v"), {}, {})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert caught.value.code == "502"
+
+
 def test_tables_from_an_older_sql_without_the_functions_say_to_run_the_sql_again(
     supabase_stack: Any, supabase_client: Any
 ) -> None:
