@@ -19,9 +19,9 @@ import asyncio
 import datetime
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 __all__ = [
     "TERMINAL",
@@ -37,6 +37,7 @@ RunState = Literal["running", "awaiting_approval", "approval_approved", "resumin
 SteerKind = Literal["steer", "follow_up"]
 TERMINAL = frozenset({"completed", "failed"})
 _MEMORY_RUNS = 10_000
+_T = TypeVar("_T")
 
 
 def _utc(seconds: float) -> datetime.datetime:
@@ -77,10 +78,13 @@ class LoopRunStore:
 
     Pass one to ``LoopRunner(..., run_store=...)``; share a SQLite or Postgres store between processes to list,
     approve and steer their runs from anywhere. The sync methods are the store's; the ``a``-prefixed twins run
-    them in a worker thread (the memory store answers inline).
+    them in a worker thread (where the store answers in microseconds, inline).
     """
 
     kind = "store"
+    # The sync methods whose async twins run inline (a store answering them in microseconds: a thread hop per
+    # call would cost more than the call); the others run in a worker thread.
+    _inline: frozenset[str] = frozenset()
 
     # --- what a store implements --------------------------------------------------------------------------
 
@@ -152,9 +156,15 @@ class LoopRunStore:
         runs = self.runs(loop=loop, thread_id=thread_id, limit=1)
         return runs[0] if runs else None
 
+    async def _twin(self, method: str, call: Callable[[], _T]) -> _T:
+        """Run ``call`` (the sync ``method``) inline when the store answers it in microseconds, else in a thread."""
+        if method in self._inline:
+            return call()
+        return await asyncio.to_thread(call)
+
     async def aput(self, run: LoopRun) -> None:
         """Async twin of `put`."""
-        await asyncio.to_thread(self.put, run)
+        await self._twin("put", lambda: self.put(run))
 
     async def aupdate(
         self,
@@ -166,21 +176,21 @@ class LoopRunStore:
         error: str | None = None,
     ) -> None:
         """Async twin of `update`."""
-        await asyncio.to_thread(
-            lambda: self.update(run_id, state=state, step_keys=step_keys, gate_ids=gate_ids, error=error)
+        await self._twin(
+            "update", lambda: self.update(run_id, state=state, step_keys=step_keys, gate_ids=gate_ids, error=error)
         )
 
     async def aclaim(self, run_id: str, gate_ids: Sequence[str], *, approve: bool, decision: str) -> LoopRun | None:
         """Async twin of `claim`."""
-        return await asyncio.to_thread(lambda: self.claim(run_id, gate_ids, approve=approve, decision=decision))
+        return await self._twin("claim", lambda: self.claim(run_id, gate_ids, approve=approve, decision=decision))
 
     async def adecision_of(self, run_id: str) -> str | None:
         """Async twin of `decision_of`."""
-        return await asyncio.to_thread(self.decision_of, run_id)
+        return await self._twin("decision_of", lambda: self.decision_of(run_id))
 
     async def aget(self, run_id: str) -> LoopRun | None:
         """Async twin of `get`."""
-        return await asyncio.to_thread(self.get, run_id)
+        return await self._twin("get", lambda: self.get(run_id))
 
     async def aruns(
         self,
@@ -191,14 +201,15 @@ class LoopRunStore:
         limit: int = 100,
     ) -> list[LoopRun]:
         """Async twin of `runs`."""
-        return await asyncio.to_thread(lambda: self.runs(loop=loop, state=state, thread_id=thread_id, limit=limit))
+        return await self._twin("runs", lambda: self.runs(loop=loop, state=state, thread_id=thread_id, limit=limit))
 
     async def acomplete(
         self, run_id: str, *, steer_after: int, follow_after: int, step_keys: Sequence[str]
     ) -> list[tuple[int, SteerKind, str]]:
         """Async twin of `complete`."""
-        return await asyncio.to_thread(
-            lambda: self.complete(run_id, steer_after=steer_after, follow_after=follow_after, step_keys=step_keys)
+        return await self._twin(
+            "complete",
+            lambda: self.complete(run_id, steer_after=steer_after, follow_after=follow_after, step_keys=step_keys),
         )
 
     def __enter__(self) -> LoopRunStore:
@@ -212,6 +223,7 @@ class MemoryLoopRuns(LoopRunStore):
     """Runs in this process's memory (see `memory_loop_runs`)."""
 
     kind = "memory"
+    _inline = frozenset({"put", "update", "claim", "decision_of", "get", "complete"})
 
     def __init__(self, max_runs: int = _MEMORY_RUNS) -> None:
         self._lock = threading.Lock()
@@ -358,41 +370,6 @@ class MemoryLoopRuns(LoopRunStore):
                     None,
                 )
             return []
-
-    # Memory answers in microseconds: the async twins run inline.
-    async def aput(self, run: LoopRun) -> None:
-        """Async twin of `put`."""
-        self.put(run)
-
-    async def aupdate(
-        self,
-        run_id: str,
-        *,
-        state: RunState,
-        step_keys: Sequence[str] | None = None,
-        gate_ids: Sequence[str] = (),
-        error: str | None = None,
-    ) -> None:
-        """Async twin of `update`."""
-        self.update(run_id, state=state, step_keys=step_keys, gate_ids=gate_ids, error=error)
-
-    async def aclaim(self, run_id: str, gate_ids: Sequence[str], *, approve: bool, decision: str) -> LoopRun | None:
-        """Async twin of `claim`."""
-        return self.claim(run_id, gate_ids, approve=approve, decision=decision)
-
-    async def adecision_of(self, run_id: str) -> str | None:
-        """Async twin of `decision_of`."""
-        return self.decision_of(run_id)
-
-    async def aget(self, run_id: str) -> LoopRun | None:
-        """Async twin of `get`."""
-        return self.get(run_id)
-
-    async def acomplete(
-        self, run_id: str, *, steer_after: int, follow_after: int, step_keys: Sequence[str]
-    ) -> list[tuple[int, SteerKind, str]]:
-        """Async twin of `complete`."""
-        return self.complete(run_id, steer_after=steer_after, follow_after=follow_after, step_keys=step_keys)
 
     def __repr__(self) -> str:
         return f"memory_loop_runs() ({len(self._runs)} runs)"

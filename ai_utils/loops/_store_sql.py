@@ -57,6 +57,10 @@ _COMPLETE = (
 )
 
 
+def _json_list(items: Sequence[str]) -> str:
+    return json.dumps(list(items)) if items else "[]"
+
+
 def _put_params(run: LoopRun) -> tuple[Any, ...]:
     return (
         run.run_id,
@@ -65,8 +69,8 @@ def _put_params(run: LoopRun) -> tuple[Any, ...]:
         run.state,
         run.created_at.timestamp(),
         run.updated_at.timestamp(),
-        json.dumps(list(run.step_keys)),
-        json.dumps(list(run.gate_ids)),
+        _json_list(run.step_keys),
+        _json_list(run.gate_ids),
         run.gates_answered,
         run.error,
         1 if run.state in TERMINAL else 0,
@@ -76,9 +80,9 @@ def _put_params(run: LoopRun) -> tuple[Any, ...]:
 def _update_params(
     run_id: str, state: RunState, step_keys: Sequence[str] | None, gate_ids: Sequence[str], error: str | None
 ) -> tuple[Any, ...]:
-    keys = None if step_keys is None else json.dumps(list(step_keys))
+    keys = None if step_keys is None else _json_list(step_keys)
     resuming = int(state in ("approval_approved", "resuming"))
-    return (state, time.time(), keys, json.dumps(list(gate_ids)), error, int(state in TERMINAL), resuming, run_id)
+    return (state, time.time(), keys, _json_list(gate_ids), error, int(state in TERMINAL), resuming, run_id)
 
 
 class SqlLoopRuns(LoopRunStore):
@@ -93,10 +97,20 @@ class SqlLoopRuns(LoopRunStore):
     def _read(self) -> contextlib.AbstractContextManager[Cursor]:
         raise NotImplementedError
 
+    def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """The rows of one read statement."""
+        with self._read() as cur:
+            cur.execute(sql, params)
+            return cur.fetchall()
+
+    def _execute_one(self, sql: str, params: Sequence[Any]) -> int:
+        """One write statement in its own transaction; its row count."""
+        with self._write() as cur:
+            return int(cur.execute(sql, params).rowcount)
+
     def put(self, run: LoopRun) -> None:
         """Insert or replace ``run``."""
-        with self._write() as cur:
-            cur.execute(_PUT, _put_params(run))
+        self._execute_one(_PUT, _put_params(run))
 
     def update(
         self,
@@ -108,8 +122,7 @@ class SqlLoopRuns(LoopRunStore):
         error: str | None = None,
     ) -> None:
         """Set a recorded run's state (a finished run is sealed)."""
-        with self._write() as cur:
-            cur.execute(_UPDATE, _update_params(run_id, state, step_keys, gate_ids, error))
+        self._execute_one(_UPDATE, _update_params(run_id, state, step_keys, gate_ids, error))
 
     def _locked(self, cur: Cursor, run_id: str) -> tuple[LoopRun, bool] | None:
         cur.execute(f"SELECT {COLUMNS}, sealed FROM ai_utils_loop_runs WHERE run_id = ?{self.for_update}", (run_id,))
@@ -139,17 +152,13 @@ class SqlLoopRuns(LoopRunStore):
 
     def decision_of(self, run_id: str) -> str | None:
         """The claimed decision, if any."""
-        with self._read() as cur:
-            cur.execute("SELECT decision FROM ai_utils_loop_runs WHERE run_id = ?", (run_id,))
-            row = cur.fetchone()
-        return None if row is None or row[0] is None else str(row[0])
+        rows = self._rows("SELECT decision FROM ai_utils_loop_runs WHERE run_id = ?", (run_id,))
+        return None if not rows or rows[0][0] is None else str(rows[0][0])
 
     def get(self, run_id: str) -> LoopRun | None:
         """The run, or ``None``."""
-        with self._read() as cur:
-            cur.execute(f"SELECT {COLUMNS} FROM ai_utils_loop_runs WHERE run_id = ?", (run_id,))
-            row = cur.fetchone()
-        return None if row is None else from_row(row)
+        rows = self._rows(f"SELECT {COLUMNS} FROM ai_utils_loop_runs WHERE run_id = ?", (run_id,))
+        return from_row(rows[0]) if rows else None
 
     def runs(
         self,
@@ -166,12 +175,10 @@ class SqlLoopRuns(LoopRunStore):
                 where.append(f"{column} = ?")
                 params.append(value)
         clause = f" WHERE {' AND '.join(where)}" if where else ""
-        with self._read() as cur:
-            cur.execute(
-                f"SELECT {COLUMNS} FROM ai_utils_loop_runs{clause} ORDER BY created_at DESC, run_id LIMIT ?",
-                (*params, min(limit, _MAX_LIST)),
-            )
-            rows = cur.fetchall()
+        rows = self._rows(
+            f"SELECT {COLUMNS} FROM ai_utils_loop_runs{clause} ORDER BY created_at DESC, run_id LIMIT ?",
+            (*params, min(limit, _MAX_LIST)),
+        )
         return [from_row(row) for row in rows]
 
     def enqueue(self, run_id: str, kind: SteerKind, text: str) -> int | None:
@@ -188,13 +195,11 @@ class SqlLoopRuns(LoopRunStore):
 
     def messages(self, run_id: str, *, after: int) -> list[tuple[int, str]]:
         """Queued steers above ``after``."""
-        with self._read() as cur:
-            cur.execute(
-                "SELECT seq, text FROM ai_utils_loop_messages WHERE run_id = ? AND kind = 'steer' AND seq > ? "
-                "ORDER BY seq",
-                (run_id, after),
-            )
-            return [(int(seq), str(text)) for seq, text in cur.fetchall()]
+        rows = self._rows(
+            "SELECT seq, text FROM ai_utils_loop_messages WHERE run_id = ? AND kind = 'steer' AND seq > ? ORDER BY seq",
+            (run_id, after),
+        )
+        return [(int(seq), str(text)) for seq, text in rows]
 
     def complete(
         self, run_id: str, *, steer_after: int, follow_after: int, step_keys: Sequence[str]
@@ -235,6 +240,10 @@ class SqliteLoopRuns(SqlLoopRuns):
 
     kind = "sqlite"
     ddl = _SQLITE_DDL
+    # SQLite answers these in microseconds (WAL readers never wait; a writer may wait briefly for another
+    # process's write lock): run inline, as the session store's calls do on its worker loop. A claim may wait
+    # behind BEGIN IMMEDIATE and a listing may be long: those go to a worker thread.
+    _inline = frozenset({"put", "update", "get", "complete"})
 
     def __init__(self, path: str, *, timeout: float = 30.0) -> None:
         self.path = path
@@ -288,19 +297,16 @@ class SqliteLoopRuns(SqlLoopRuns):
             except sqlite3.Error as error:
                 raise self._unreachable(error) from error
 
-    @contextlib.contextmanager
-    def _read(self) -> Iterator[Cursor]:
+    def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """The rows of one read statement (no cursor of our own: a read is a few microseconds)."""
         with self._lock:
             conn = self._connection()
-            cur = conn.cursor()
             try:
-                yield cur
+                return conn.execute(sql, tuple(params)).fetchall()
             except sqlite3.Error as error:
                 raise self._unreachable(error) from error
-            finally:
-                cur.close()
 
-    def _single(self, sql: str, params: Sequence[Any]) -> int:
+    def _execute_one(self, sql: str, params: Sequence[Any]) -> int:
         """One write statement in autocommit (SQLite makes a single statement atomic); its row count."""
         with self._lock:
             conn = self._connection()
@@ -309,27 +315,11 @@ class SqliteLoopRuns(SqlLoopRuns):
             except sqlite3.Error as error:
                 raise self._unreachable(error) from error
 
-    def put(self, run: LoopRun) -> None:
-        """Insert or replace ``run`` (one statement)."""
-        self._single(_PUT, _put_params(run))
-
-    def update(
-        self,
-        run_id: str,
-        *,
-        state: RunState,
-        step_keys: Sequence[str] | None = None,
-        gate_ids: Sequence[str] = (),
-        error: str | None = None,
-    ) -> None:
-        """Set a recorded run's state (one statement)."""
-        self._single(_UPDATE, _update_params(run_id, state, step_keys, gate_ids, error))
-
     def complete(
         self, run_id: str, *, steer_after: int, follow_after: int, step_keys: Sequence[str]
     ) -> list[tuple[int, SteerKind, str]]:
         """Seal and complete in one statement unless messages are queued (SQLite runs it under its write lock)."""
-        done = self._single(
+        done = self._execute_one(
             _COMPLETE + " AND NOT EXISTS (SELECT 1 FROM ai_utils_loop_messages WHERE run_id = ? AND "
             "((kind = 'steer' AND seq > ?) OR (kind = 'follow_up' AND seq > ?)))",
             (time.time(), json.dumps(list(step_keys)), run_id, run_id, steer_after, follow_after),
@@ -337,35 +327,6 @@ class SqliteLoopRuns(SqlLoopRuns):
         if done:
             return []
         return super().complete(run_id, steer_after=steer_after, follow_after=follow_after, step_keys=step_keys)
-
-    # SQLite answers in microseconds: the async twins run inline, as the session store's do on its worker loop;
-    # a thread hop per call would cost more than the call (WAL readers never wait; a writer may wait briefly for
-    # another process's write lock).
-    async def aput(self, run: LoopRun) -> None:
-        """Async twin of `put` (inline)."""
-        self.put(run)
-
-    async def aupdate(
-        self,
-        run_id: str,
-        *,
-        state: RunState,
-        step_keys: Sequence[str] | None = None,
-        gate_ids: Sequence[str] = (),
-        error: str | None = None,
-    ) -> None:
-        """Async twin of `update` (inline)."""
-        self.update(run_id, state=state, step_keys=step_keys, gate_ids=gate_ids, error=error)
-
-    async def aget(self, run_id: str) -> LoopRun | None:
-        """Async twin of `get` (inline)."""
-        return self.get(run_id)
-
-    async def acomplete(
-        self, run_id: str, *, steer_after: int, follow_after: int, step_keys: Sequence[str]
-    ) -> list[tuple[int, SteerKind, str]]:
-        """Async twin of `complete` (inline)."""
-        return self.complete(run_id, steer_after=steer_after, follow_after=follow_after, step_keys=step_keys)
 
     def close(self) -> None:
         """Close the database connection."""
