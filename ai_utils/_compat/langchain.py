@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import importlib
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -42,8 +43,7 @@ def _traceable(*args: Any, **kwargs: Any) -> Any:
 
 def _install() -> None:
     global _real_traceable
-    from langchain.agents import factory
-
+    factory: Any = importlib.import_module("langchain.agents.factory")
     if factory.traceable is _traceable:
         return
     with _INSTALL_LOCK:
