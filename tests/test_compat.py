@@ -140,6 +140,43 @@ def test_runnable_callable_runs_sync_and_async_untraced_nodes() -> None:
 CORE = "ai_utils/_compat/langchain_core.py"
 
 
+def test_create_agent_wraps_hooks_with_its_module_traceable_except_inside_untraced_hooks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from langchain.agents import create_agent, factory
+    from langchain.agents.middleware import AgentMiddleware
+
+    adapter = _adapter("langchain", "ai_utils._compat.langchain")
+    _member("langchain", factory, "traceable", "ai_utils/_compat/langchain.py")
+
+    class Hook(AgentMiddleware[Any, Any, Any]):
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            return handler(request)
+
+    with adapter.untraced_hooks():
+        pass  # installs the shim
+    wrapped: list[str] = []
+    real = adapter._real_traceable
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        wrapped.append(kwargs.get("name", ""))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(adapter, "_real_traceable", spy)
+
+    def build() -> list[str]:
+        wrapped.clear()
+        create_agent(FakeChatModel(responses=["hi"]), [], middleware=[Hook()])
+        return list(wrapped)
+
+    hooks = build()
+    if not any(name.endswith("wrap_model_call") for name in hooks):
+        _fail("langchain", "create_agent no longer wraps hooks with factory.traceable", "ai_utils/_compat/langchain.py")
+    with adapter.untraced_hooks():
+        assert build() == []  # the hooks go into the graph as they are
+    assert build() == hooks  # outside the block (and in any other context) langsmith's wrapper, as before
+
+
 def test_langchain_core_chat_model_privates_keep_their_shape() -> None:
     from langchain_core.language_models import BaseChatModel
 

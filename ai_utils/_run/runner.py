@@ -25,6 +25,7 @@ from langgraph.types import Durability, StateSnapshot
 from pydantic import BaseModel
 from typing_extensions import TypeVar, Unpack
 
+from ai_utils._compat.langchain import untraced_hooks
 from ai_utils._run.args import merge_run_config, warn_unstored_thread
 from ai_utils._run.calls import (
     Decisions,
@@ -101,13 +102,16 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
     def _build(self, tools: Sequence[BaseTool]) -> Graph:
         raise NotImplementedError
 
-    def _compile(self, tools: Sequence[BaseTool], *, gated: bool = True) -> Graph:
+    def _compile(self, tools: Sequence[BaseTool], *, gated: bool = True, traced: bool = False) -> Graph:
         """``_build(tools)``, once the tool names are known to be unique; else `UserError`.
 
         With ``gated`` (``tools`` are all the run's tools), every ``interrupt_on`` key must name one of them.
+        Without ``traced`` the middleware hooks go into the graph without langsmith's ``traceable`` wrapper (it
+        only costs time when LangSmith does not trace the run; traced runs get the `_compile_traced` twin).
         """
         check_unique(t.name for t in tools)
-        graph = self._build(tools)
+        with contextlib.nullcontext() if traced else untraced_hooks():
+            graph = self._build(tools)
         if not gated or not self._gated:
             return graph
         known = graph_tool_names(graph)
@@ -126,7 +130,7 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
     def _compile_traced(self, tools: Sequence[BaseTool], *, gated: bool = True) -> Graph:
         """`_compile`, with plain async hooks traced for their whole duration (see ``_run/hooks.py``)."""
         with traced_hooks(self._middleware_in_use()):
-            return self._compile(tools, gated=gated)
+            return self._compile(tools, gated=gated, traced=True)
 
     def _run_graph(self, config: RunnableConfig) -> Graph:
         """The compiled graph for one run: the fast one, or its traced twin when LangSmith traces the run."""

@@ -132,7 +132,7 @@ def slow_agent() -> Agent[str]:
     return Agent(llm=FunctionChatModel(reply), tools=[lookup], after_tool_call=lambda name, result: None)
 
 
-async def test_the_attack_the_fast_graphs_hook_spans_end_before_the_model_call(
+async def test_the_fast_graph_run_by_hand_under_tracing_shows_no_hook_spans_that_end_before_their_work(
     langsmith: tuple[FakeLangSmith, Client],
 ) -> None:
     recorded, client = langsmith
@@ -142,14 +142,12 @@ async def test_the_attack_the_fast_graphs_hook_spans_end_before_the_model_call(
         await agent.graph.ainvoke({"messages": [("user", "hi")]})  # the graph untraced runs use
     wait_for_all_tracers()
 
-    model_calls = sorted(recorded.spans("FunctionChatModel"), key=lambda span: span[1])
-    hooks = recorded.spans(".awrap_model_call")
-    assert len(model_calls) == 2
-    assert {name for name, _, _ in hooks} == {"ai_utils.ToolLoopHooks.awrap_model_call", MODEL_REPAIR}
-    last_call_end = model_calls[-1][2]
-    assert all(hook_end < last_call_end for _, _, hook_end in hooks)  # every hook "ended" before the work
-    tool_hooks = recorded.spans(".awrap_tool_call")
-    assert tool_hooks and all(hook_end < recorded.span("lookup")[1] for _, _, hook_end in tool_hooks)
+    # The fast graph's hooks are not wrapped in langsmith's traceable (ai_utils/_compat/langchain.py): its
+    # traced twin is what a traced run gets, so the fast graph never reports a hook span that ends too early.
+    assert len(recorded.spans("FunctionChatModel")) == 2
+    assert recorded.spans(".awrap_model_call") == []
+    assert recorded.spans(".awrap_tool_call") == []
+    assert recorded.span("lookup")
 
 
 async def test_with_tracing_each_hook_span_covers_the_model_and_tool_call_it_awaits(
