@@ -29,7 +29,7 @@ from ai_utils.client import is_interrupt, is_tool_event
 from ai_utils.exceptions import SessionFencedError
 from ai_utils.sessions._content import message_content
 from ai_utils.sessions._events import TurnWatch, fingerprint_changes, stop_for_finish, turn_error
-from ai_utils.sessions._middleware import CONTEXT_KEY, TurnContext, TurnYielded
+from ai_utils.sessions._middleware import CONTEXT_KEY, STEERS_PART, TurnContext, TurnYielded
 from ai_utils.sessions._schema import TurnRow, dumps
 from ai_utils.streaming._adapter import ChunkAdapter
 
@@ -276,6 +276,7 @@ class _TurnRun:
         context = self.engine.contexts.get(turn.turn_id)
         adapter = ChunkAdapter(show_tool_calls=True)
         chunks = self.agent._astream_run(graph_input, config, context, decision, decisions, adapter)
+        shown: set[str] = set()  # steers already logged as user_message chunks
         try:
             async for chunk in chunks:
                 if is_interrupt(chunk):
@@ -285,6 +286,10 @@ class _TurnRun:
                         self.open_calls[chunk["id"]] = chunk["tool_name"]
                     else:
                         self.open_calls.pop(chunk["id"], None)
+                elif isinstance(chunk, dict) and chunk.get("kind") in ("custom", "user_message"):
+                    for line in _steers(chunk, shown):
+                        self.log.add(line)
+                    continue
                 self.log.add(chunk)
         finally:
             await chunks.aclose()
@@ -398,6 +403,28 @@ async def _close_calls(agent: Any, config: Any) -> list[dict[str, Any]]:
     ]
     await agent.graph.aupdate_state(config, {"messages": answers}, as_node="tools")
     return [_end_chunk(a.tool_call_id, a.name or "unknown", a.text) for a in answers]
+
+
+def _steers(chunk: Mapping[str, Any], shown: set[str]) -> list[Any]:
+    """What a custom or ``user_message`` chunk logs: joined steers once each, as ``user_message`` chunks.
+
+    The session step announces steers when they join (a custom part, before the model's answer); the model's step
+    then stores them with the answer, which the adapter shows again as ``user_message`` chunks (dropped here).
+    """
+    if chunk["kind"] == "user_message":
+        if chunk["id"] in shown:
+            return []
+        shown.add(chunk["id"])
+        return [chunk]
+    data = chunk.get("data")
+    if "namespace" in chunk or not isinstance(data, Mapping) or STEERS_PART not in data:
+        return [chunk]
+    out: list[Any] = []
+    for steer in data[STEERS_PART]:
+        if steer["id"] not in shown:
+            shown.add(steer["id"])
+            out.append({"kind": "user_message", "text": steer["text"], "id": steer["id"]})
+    return out
 
 
 def _end_chunk(call_id: str, name: str, text: str) -> dict[str, Any]:
