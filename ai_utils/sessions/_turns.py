@@ -30,7 +30,7 @@ from ai_utils.exceptions import SessionFencedError
 from ai_utils.sessions._content import message_content
 from ai_utils.sessions._events import TurnWatch, fingerprint_changes, stop_for_finish, turn_error
 from ai_utils.sessions._middleware import CONTEXT_KEY, STEERS_PART, TurnContext, TurnYielded
-from ai_utils.sessions._schema import TurnRow, dumps
+from ai_utils.sessions._schema import TurnRow, dumps, loads
 from ai_utils.streaming._adapter import ChunkAdapter
 
 __all__ = ["CANCELLED_TEXT", "TURN_TAG", "run_turn", "usage_of"]
@@ -276,7 +276,7 @@ class _TurnRun:
         context = self.engine.contexts.get(turn.turn_id)
         adapter = ChunkAdapter(show_tool_calls=True)
         chunks = self.agent._astream_run(graph_input, config, context, decision, decisions, adapter)
-        shown: set[str] = set()  # steers already logged as user_message chunks
+        shown = await self._logged_steers()  # steers already logged as user_message chunks
         try:
             async for chunk in chunks:
                 if is_interrupt(chunk):
@@ -293,6 +293,21 @@ class _TurnRun:
                 self.log.add(chunk)
         finally:
             await chunks.aclose()
+
+    async def _logged_steers(self) -> set[str]:
+        """The steers this turn's log already shows (after a crash: the continued turn joins them again, once)."""
+        shown: set[str] = set()
+        after = (self.turn.first_cursor or 1) - 1
+        while self.crashed:
+            rows = await self.engine.io(self.store.read, self.session_id, after)
+            if not rows:
+                break
+            after = rows[-1][0]
+            for _, turn_id, line in rows:
+                chunk = loads(line) if turn_id == self.turn.turn_id and '"user_message"' in line else None
+                if isinstance(chunk, dict) and chunk.get("kind") == "user_message":
+                    shown.add(str(chunk["id"]))
+        return shown
 
     def _first_line(self) -> dict[str, Any]:
         turn = self.turn
