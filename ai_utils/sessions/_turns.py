@@ -28,6 +28,7 @@ from ai_utils._run.repair import unanswered_calls
 from ai_utils.client import is_interrupt, is_tool_event
 from ai_utils.exceptions import SessionFencedError
 from ai_utils.sessions._content import message_content
+from ai_utils.sessions._engine import turn_ends
 from ai_utils.sessions._events import TurnWatch, fingerprint_changes, stop_for_finish, turn_error
 from ai_utils.sessions._middleware import CONTEXT_KEY, STEERS_PART, TurnContext, TurnYielded
 from ai_utils.sessions._schema import TurnRow, dumps, loads
@@ -198,6 +199,7 @@ class _TurnRun:
             lines,
         )
         self.engine.signal.publish(self.session_id)
+        self.engine.signal.publish(turn_ends(self.session_id))
         self.engine.contexts.pop(turn.turn_id, None)
         self.link.events.emit(
             "turn.ended",
