@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import threading
@@ -65,6 +66,16 @@ _SECRET_ENV = (
     "LANGSMITH_TRACING",
     "LANGCHAIN_TRACING_V2",
 )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _unmeasured_child_processes() -> None:
+    """The processes tests start run without coverage, as they always did, also inside pytest-xdist workers.
+
+    ``patch = ["subprocess"]`` (pyproject) hands coverage's settings to child processes through this variable so the
+    xdist workers are measured; a measured helper process would start about 1.5x slower, and the suite starts hundreds.
+    """
+    os.environ.pop("COVERAGE_PROCESS_CONFIG", None)
 
 
 @pytest.fixture(autouse=True)

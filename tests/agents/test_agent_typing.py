@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# mypy over LangChain, LangGraph and deepagents takes minutes on a cold cache and a busy 2-core machine.
-pytestmark = pytest.mark.timeout(1200)
+# mypy over LangChain, LangGraph and deepagents takes minutes on a cold cache and a busy 2-core machine. Under
+# pytest-xdist both mypy tests run on one worker, one after the other: the second finds the first's .mypy_cache.
+pytestmark = [pytest.mark.timeout(1200), pytest.mark.xdist_group("mypy")]
 
 GOOD = ROOT / "tests" / "typing" / "check_agents.py"
 BAD = ROOT / "tests" / "typing" / "check_agents_errors.py"

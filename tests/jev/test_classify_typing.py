@@ -13,6 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 GOOD = ROOT / "tests" / "typing" / "check_classify.py"
 BAD = ROOT / "tests" / "typing" / "check_classify_errors.py"
 LLM = ROOT / "tests" / "typing" / "check_classify_llm.py"
+# Under pytest-xdist both mypy tests run on one worker (tests/agents/test_agent_typing.py says why).
+pytestmark = pytest.mark.xdist_group("mypy")
 
 
 @pytest.fixture(scope="module")
