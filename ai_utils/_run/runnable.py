@@ -11,7 +11,9 @@ as keywords. LangChain's `Runnable` then gives ``batch``/``abatch``, ``astream_e
   (``input_schema``/``output_schema`` are built from them).
 - `warn_sync_in_loop`: a sync run (``invoke``, ``stream``, ``batch``) inside a running event loop blocks the
   loop for the whole run; one `RuntimeWarning` names the async twin. ``batch`` warns once for the batch (its
-  runs happen in worker threads, or for one input on this thread, where the warning is silenced).
+  runs happen in worker threads, or for one input on this thread, where the warning is silenced). A notebook
+  cell is the exception: a Jupyter kernel runs every cell on its event loop, and a sync call there is the
+  notebook's normal way to work, not a blocked server.
 
 Not a pydantic model (`RunnableSerializable`): a wrapper holds chat models, savers and callables that do not
 serialise, and a pydantic ``__init__`` would replace the wrappers' checked constructors.
@@ -21,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import sys
+import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any, Generic, Literal, cast, overload
@@ -42,7 +46,7 @@ def warn_sync_in_loop(owner: str, method: str, *, stacklevel: int = 3) -> None:
     """Warn (`RuntimeWarning`) when the sync ``owner.method`` is called on a thread that runs an event loop."""
     # `_get_running_loop` (in asyncio's __all__) answers None off-loop; `get_running_loop` raises and we would catch
     # a RuntimeError on every sync call, the shell's largest cost.
-    if asyncio._get_running_loop() is None or _WARNED.get():
+    if asyncio._get_running_loop() is None or _WARNED.get() or _in_notebook_cell():
         return
     twin = _TWINS.get(method, f"a{method}")
     warnings.warn(
@@ -52,6 +56,14 @@ def warn_sync_in_loop(owner: str, method: str, *, stacklevel: int = 3) -> None:
         RuntimeWarning,
         stacklevel=stacklevel,
     )
+
+
+def _in_notebook_cell() -> bool:
+    """Whether this is a cell of an IPython kernel (Jupyter) running on the kernel's main thread."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None or threading.current_thread() is not threading.main_thread():
+        return False
+    return getattr(ipython, "get_ipython", lambda: None)() is not None
 
 
 class WrapperRunnable(Runnable[Any, OutputT], Generic[OutputT]):
