@@ -20,8 +20,9 @@ Every wrapper uses this one step, attached where it costs least:
   `PatchToolCallsMiddleware` (deepagents merges middleware by name, so ours replaces theirs in the main
   agent, the general-purpose subagent and declared subagents), since deepagents' own model-call hooks may
   return commands of their own.
-- With durable sessions the step is `ai_utils.sessions._middleware.SessionMiddleware`, a `ThreadRepair`
-  subclass whose ``before_model`` also lets steers join the turn.
+- With durable sessions `Agent` keeps this hook and the session's model-call part rides on it as a `CallStep`
+  (``ai_utils.sessions._middleware.SessionStep``: steers join the request and are stored with the answer);
+  `DeepAgent` uses `SessionMiddleware`, a `ThreadRepair` subclass whose ``before_model`` also lets steers join.
 
 We do not reuse deepagents' class: it runs only once per run (``before_agent``), cannot tell a superseded
 call from an interrupted one, and deepagents is an optional extra that `Agent` must not need.
@@ -171,7 +172,11 @@ class CallStep(Protocol):
     """
 
     def before(self, request: ModelRequest) -> tuple[ModelRequest, Any]:
-        """The request the model gets, and what `after` needs to know."""
+        """The request the model gets, and what `after` needs to know.
+
+        Messages a step appends to the request's (a durable session's steers) are stored: the thread gets them,
+        then the model's answer.
+        """
         ...
 
     def after(self, response: ModelResponse, token: Any) -> list[BaseMessage]:
@@ -206,8 +211,14 @@ class ModelCallRepair(AgentMiddleware[AgentState[Any], Any, Any]):
             request = request.override(messages=history)
         tokens: list[Any] = []
         for step in self.steps:
+            given = request.messages
             request, token = step.before(request)
             tokens.append(token)
+            if request.messages is not given:
+                # Messages a step appended (a session's steers) are stored with the answer, after the thread's own
+                # (the state's: an outer hook may have trimmed what the model sees).
+                stored = history if history is not None else list(request.state.get("messages", []))
+                history = [*stored, *request.messages[len(given) :]]
         return request, history, tokens
 
     def _stored(

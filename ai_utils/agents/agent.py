@@ -253,14 +253,19 @@ class Agent(Wrapper[OutputT]):
         self._setup_model(llm, None if prompt_fn is not None else prompt, output, retries)
         self._setup_input_guards(middleware)
         with_sessions = self.sessions is not None
-        # Without sessions the tool loop's model-call part rides on the repair step's hook (one hook less).
+        session_step = None
+        if with_sessions:
+            # The session middleware splits: its tool-call hook stays a middleware, its model-call part (steers,
+            # yield, the resume note) rides on the repair step's hook like the others (no graph node of its own).
+            self._repair[0], session_step = self._repair[0].parts()
+        # The tool loop's model-call part rides on the repair step's hook (one hook less).
         self._setup_tool_loop(
             tool_errors=tool_errors,
             parallel_tools=parallel_tools,
             on_trace=on_trace,
             max_iterations=max_iterations,
             decide_followup_tool_choice=decide_followup_tool_choice,
-            model_hook=with_sessions,
+            model_hook=False,
         )
         self.max_iterations = max_iterations
         self.durability = durability
@@ -280,11 +285,10 @@ class Agent(Wrapper[OutputT]):
             if actions is not None or prompt_fn is not None
             else None
         )
-        # With sessions the repair step is the session middleware (a ThreadRepair that also lets steers join the
-        # turn), first in the stack. Otherwise it is attached to the model call, innermost but for the run
-        # guards: no graph node of its own, and outer hooks' commands land after its rewrite (_run/repair.py).
-        # The mode router rides on that hook too (one hook per model call costs LangChain ~40 µs; with sessions
-        # it is a middleware of its own).
+        # The repair step is attached to the model call, innermost but for the run guards: no graph node of its
+        # own, and outer hooks' commands land after its rewrite (_run/repair.py). The session's model-call part
+        # and the mode router ride on that hook too (one hook per model call costs LangChain ~40 µs); with
+        # sessions, the session's tool-call hook comes first in the stack after the tool loop.
         mode_step = None
         if modes is not None:
             from ai_utils.routing._middleware import ModeMiddleware
@@ -301,8 +305,6 @@ class Agent(Wrapper[OutputT]):
             *((self._actions_step,) if self._actions_step is not None else ()),
             *middleware,
         ]
-        if mode_step is not None and with_sessions:
-            stack.append(mode_step)
         hook_fns = (before_tool_call, after_tool_call, should_break_early, on_provider_error)
         if any(fn is not None for fn in hook_fns):
             stack.append(
@@ -315,8 +317,7 @@ class Agent(Wrapper[OutputT]):
             )
         if interrupt_on:
             stack.append(hitl_middleware(interrupt_on))
-        if not with_sessions:
-            stack.append(ModelCallRepair(mode_step, self._tool_loop))
+        stack.append(ModelCallRepair(session_step, mode_step, self._tool_loop))
         stack.extend(self._guards)
         self._middleware = stack
         # Without MCP the graph is compiled once; with MCP servers the first run builds it with their tools.

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from ai_utils.exceptions import SessionFencedError
 
-__all__ = ["Engine", "Signal", "control"]
+__all__ = ["Engine", "Signal", "control", "turn_ends"]
 
 logger = logging.getLogger("ai_utils.sessions")
 _MAX_VERSIONS = 10_000
@@ -48,11 +48,21 @@ class Recent(OrderedDict[str, Any]):
 
 
 _CONTROL = "\x00control"
+_ENDS = "\x00ends"
 
 
 def control(session_id: str) -> str:
     """The `Signal` key of a session's control events (a cancel, an interrupting prompt, a lease given back)."""
     return session_id + _CONTROL
+
+
+def turn_ends(session_id: str) -> str:
+    """The `Signal` key published when a turn of the session ends (what ``turn.result()`` waits for).
+
+    Published by this worker's turn runner after storing a turn's end, and (on Postgres) by the listener with every
+    stored line of another process; a waiter whose turn runs elsewhere on SQLite polls, as readers do.
+    """
+    return session_id + _ENDS
 
 
 class Signal:

@@ -34,6 +34,8 @@ def _continue_yielded(cur: Cursor, session_id: str) -> None:
         cur.execute("UPDATE ai_utils_turns SET payload = ? WHERE turn_id = ?", (dumps(kept), turn_id))
 
 
+# ``taken`` of a steer that joined a running turn (1: a prompt, or steers that became a turn of their own).
+_JOINED = 2
 # The steers of a session no turn has taken yet.
 _WAITING = "FROM ai_utils_inputs WHERE session_id = ? AND kind = 'steer' AND taken = 0"
 
@@ -267,20 +269,33 @@ class Inputs(Leases):
         return [(str(r[0]), str(r[1]), int(r[2])) for r in cur.fetchall()]
 
     @staticmethod
-    def _join_steers(cur: Cursor, session_id: str, turn_id: str) -> None:
+    def _join_steers(cur: Cursor, session_id: str, turn_id: str, taken: int = 1) -> None:
         cur.execute(
-            "UPDATE ai_utils_inputs SET taken = 1, turn_id = ? WHERE session_id = ? AND kind = 'steer' AND taken = 0",
-            (turn_id, session_id),
+            "UPDATE ai_utils_inputs SET taken = ?, turn_id = ? WHERE session_id = ? AND kind = 'steer' AND taken = 0",
+            (taken, turn_id, session_id),
         )
 
-    def take_steers(self, session_id: str, token: int, turn_id: str) -> list[tuple[str, str]]:
-        """The queued steers, in order, now joined to ``turn_id``: ``[(message_id, text)]``."""
+    def take_steers(self, session_id: str, token: int, turn_id: str, *, again: bool = False) -> list[tuple[str, str]]:
+        """The queued steers, in order, now joined to running turn ``turn_id``: ``[(message_id, text)]``.
+
+        With ``again`` (the first model call of a turn continued after a crash) the steers the turn took before come
+        first: one taken just before the crash may never have reached the thread (the caller keeps those it lacks).
+        """
+        earlier: list[tuple[str, str]] = []
+        if again:
+            with self.db.read() as cur:
+                cur.execute(
+                    "SELECT message_id, text FROM ai_utils_inputs WHERE session_id = ? AND turn_id = ? "
+                    f"AND kind = 'steer' AND taken = {_JOINED} ORDER BY seq",
+                    (session_id, turn_id),
+                )
+                earlier = [(str(r[0]), str(r[1])) for r in cur.fetchall()]
         if not self._steers_waiting(session_id):
-            return []
+            return earlier
         with self.fenced(session_id, token) as (cur, _):
             steers = self._waiting_steers(cur, session_id)
-            self._join_steers(cur, session_id, turn_id)
-        return [(message_id, text) for message_id, text, _ in steers]
+            self._join_steers(cur, session_id, turn_id, _JOINED)
+        return [*earlier, *((message_id, text) for message_id, text, _ in steers)]
 
     def steers_to_turn(self, session_id: str, token: int) -> tuple[str, list[str]] | None:
         """Steers that no turn took become the next turn (one user message each): ``(turn_id, steer message ids)``."""

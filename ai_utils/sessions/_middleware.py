@@ -1,12 +1,18 @@
-"""The `create_agent` middleware of an agent with ``sessions=``: steering, the resume note, safe tool re-runs.
+"""The `create_agent` hooks of an agent with ``sessions=``: steering, the resume note, safe tool re-runs.
 
-It is the agent's one thread-repair step (a `ThreadRepair` subclass, in that step's place), and outside a
-durable turn (no `TurnContext` in the run's config) it does nothing more, so ``agent.invoke`` on the same
-agent still works. Inside one:
+They are the agent's thread-repair step plus the session's work, placed where each costs least: `Agent` keeps
+one model-call hook (`ai_utils._run.repair.ModelCallRepair`), and the session's model-call part rides on it as
+a `SessionStep` (a graph node of its own would cost a LangGraph superstep and a checkpoint write per model
+call), with its tool-call part a middleware of its own (`SessionToolCalls`); `DeepAgent` puts the whole of it,
+`SessionMiddleware` (a `ThreadRepair` subclass), in deepagents' repair slot. Outside a durable turn (no
+`TurnContext` in the run's config) they do nothing more, so ``agent.invoke`` on the same agent still works.
+Inside one:
 
 - before each model call (a safe boundary: never between a tool call and its result) the turn stops if its
   ``yield_at`` has passed (`TurnYielded`; the next prompt or ``resume()`` continues it from there), else the
-  session's queued steers join the turn as user messages (the adapter shows them as ``user_message`` chunks);
+  session's queued steers join the turn as user messages (shown as ``user_message`` chunks before the answer).
+  A steer is marked taken when it joins and reaches the thread with the model's answer; after a crash in
+  between, the first model call of the continued turn adds the steers the turn took and the thread lacks;
 - each model call runs on the session's model and with its instructions added to the system prompt (when the
   session has them), and the first one after a crash also gets `RESUME_NOTE` there — in the system prompt,
   never as a message, so the thread's last message stays what it was (a model that answers a tool result
@@ -21,25 +27,38 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from langchain.agents.middleware import AgentState, ModelRequest, ModelResponse
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from ai_utils._run.hooks import awaited, ready
-from ai_utils._run.repair import ThreadRepair, repair_messages
+from ai_utils._run.repair import REPAIR_NAME, ThreadRepair, repair_messages
 from ai_utils.streaming._adapter import STEER_KEY
 from ai_utils.tools.durable import EXECUTION_ID, declared_idempotent
 
-__all__ = ["CONTEXT_KEY", "DEEP_BUILTINS", "RESUME_NOTE", "SessionMiddleware", "TurnContext", "TurnYielded"]
+__all__ = [
+    "CONTEXT_KEY",
+    "DEEP_BUILTINS",
+    "RESUME_NOTE",
+    "STEERS_PART",
+    "SessionMiddleware",
+    "SessionStep",
+    "SessionToolCalls",
+    "TurnContext",
+    "TurnYielded",
+]
 
 CONTEXT_KEY = "__ai_utils_turn"
 """``config["configurable"]`` key of the running durable turn's `TurnContext`."""
+
+STEERS_PART = "ai_utils_steers_joined"
+"""Key of the custom stream part that announces steers joining the turn (the turn's log shows them at once)."""
 
 _NAMESPACE = uuid.UUID("6b1f3a52-8c4e-4d0b-9a57-2f1e0c9d7a10")
 
@@ -89,7 +108,7 @@ class TurnContext:
     turn_id: str
     resuming: bool
     noted: bool = False
-    steers: list[tuple[str, str]] = field(default_factory=list)
+    rejoined: bool = False
     yield_at: float | None = None
     model: Any = None
     instructions: str | None = None
@@ -125,11 +144,70 @@ def _system(system: SystemMessage | None, parts: Sequence[str]) -> SystemMessage
     return SystemMessage([*system.content, *({"type": "text", "text": p} for p in parts)])
 
 
-class SessionMiddleware(ThreadRepair):
-    """The thread-repair step plus steering, the resume note and the idempotent rule (module docstring).
+class SessionStep:
+    """The session's per-model-call work as a `CallStep` on `Agent`'s one model-call hook (no graph node of its own).
 
-    It *is* the agent's one repair step (a `ThreadRepair`, in its place in the stack): repairing and steering
-    happen in one ``before_model`` node, so a durable turn adds no graph step of its own.
+    Before each model call: stop at ``yield_at`` (`TurnYielded`); let the session's queued steers join the turn
+    (they are added to the request's messages, which `ModelCallRepair` stores with the model's answer, and are
+    announced on the stream at once, so a reader sees them before the answer); run the call on the session's model
+    and instructions, and tell the first one after a crash (`RESUME_NOTE`). Outside a durable turn it does nothing.
+    """
+
+    def before(self, request: ModelRequest) -> tuple[ModelRequest, None]:
+        """The request with the joined steers, the session's model and instructions, and the resume note."""
+        turn = _context()
+        if turn is None:
+            return request, None
+        if turn.yield_at is not None and time.time() >= turn.yield_at:
+            raise TurnYielded(turn.turn_id)
+        joined = _joined(turn, request.messages)
+        if joined:
+            writer = request.runtime.stream_writer if request.runtime is not None else None
+            if writer is not None:
+                writer({STEERS_PART: [{"id": m.response_metadata[STEER_KEY], "text": m.text} for m in joined]})
+            request = request.override(messages=[*request.messages, *joined])
+        return _noted(turn, request), None
+
+    def after(self, response: ModelResponse, token: None) -> list[BaseMessage]:
+        """Nothing to store after the answer."""
+        return []
+
+
+def _joined(turn: TurnContext, messages: Sequence[Any]) -> list[HumanMessage]:
+    """The steers that join the turn now (those it took earlier and the thread lacks, after a crash, first)."""
+    steers = turn.store.take_steers(
+        turn.session_id, turn.token, turn.turn_id, again=turn.resuming and not turn.rejoined
+    )
+    turn.rejoined = True
+    if not steers:
+        return []
+    held = {m.id for m in messages}
+    out = [_steer(turn, mid, text) for mid, text in steers]
+    return [m for m in out if m.id not in held]
+
+
+def _steer(turn: TurnContext, mid: str, text: str) -> HumanMessage:
+    return HumanMessage(
+        text, id=uuid.uuid5(_NAMESPACE, f"{turn.session_id}/steer/{mid}").hex, response_metadata={STEER_KEY: mid}
+    )
+
+
+def _noted(turn: TurnContext, request: ModelRequest) -> ModelRequest:
+    """The request on the session's model and instructions, with the resume note on the first call after a crash."""
+    extra = [turn.instructions] if turn.instructions else []
+    if turn.resuming and not turn.noted:
+        turn.noted = True
+        extra.append(RESUME_NOTE)
+    overrides: dict[str, Any] = {}
+    if extra:
+        overrides["system_message"] = _system(request.system_message, extra)
+    if turn.model is not None:
+        overrides["model"] = turn.model
+    return request.override(**overrides) if overrides else request
+
+
+class SessionToolCalls(AgentMiddleware[AgentState[Any], Any, Any]):
+    """The session's tool-call hook: each call's ``execution_id``, and the idempotent rule (module docstring).
 
     Args:
         idempotent: ``tool name -> idempotent`` for tools whose metadata does not say (MCP, built-ins).
@@ -139,63 +217,10 @@ class SessionMiddleware(ThreadRepair):
         super().__init__()
         self._idempotent = dict(idempotent)
 
-    # --- repair + steering -------------------------------------------------------------------------------
-
-    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Stop at ``yield_at``; answer unanswered tool calls, then let the session's queued steers join the turn."""
-        turn = _context()
-        if turn is not None and turn.yield_at is not None and time.time() >= turn.yield_at:
-            raise TurnYielded(turn.turn_id)
-        repaired = repair_messages(state["messages"])
-        joined = self._steers(turn) if turn is not None else []
-        if repaired is None and not joined:
-            return None
-        return {"messages": [*(repaired or []), *joined]}
-
-    @staticmethod
-    def _steers(turn: TurnContext) -> list[HumanMessage]:
-        steers = turn.store.take_steers(turn.session_id, turn.token, turn.turn_id)
-        return [
-            HumanMessage(
-                text,
-                id=uuid.uuid5(_NAMESPACE, f"{turn.session_id}/steer/{mid}").hex,
-                response_metadata={STEER_KEY: mid},
-            )
-            for mid, text in steers
-        ]
-
-    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Async twin of `before_model`."""
-        return self.before_model(state, runtime)
-
-    # --- the session's model and instructions, the resume note ------------------------------------------
-
-    def _noted(self, request: ModelRequest) -> ModelRequest:
-        turn = _context()
-        if turn is None:
-            return request
-        extra = [turn.instructions] if turn.instructions else []
-        if turn.resuming and not turn.noted:
-            turn.noted = True
-            extra.append(RESUME_NOTE)
-        overrides: dict[str, Any] = {}
-        if extra:
-            overrides["system_message"] = _system(request.system_message, extra)
-        if turn.model is not None:
-            overrides["model"] = turn.model
-        return request.override(**overrides) if overrides else request
-
-    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
-        """Run the model call on the session's model and instructions; tell the first one after a crash."""
-        return handler(self._noted(request))
-
-    def awrap_model_call(
-        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
-    ) -> Coroutine[Any, Any, ModelResponse]:
-        """Async twin of `wrap_model_call` (a plain method: see `ai_utils._run.hooks`)."""
-        return awaited(handler(self._noted(request)))
-
-    # --- tool calls --------------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        """Middleware name (unique in the stack)."""
+        return "ai_utils.SessionToolCalls"
 
     def is_idempotent(self, request: ToolCallRequest) -> bool:
         """The tool's declaration (metadata first, then the agent's table; undeclared counts as not)."""
@@ -234,3 +259,58 @@ class SessionMiddleware(ThreadRepair):
         """Async twin of `wrap_tool_call` (a plain method: see `ai_utils._run.hooks`)."""
         prepared = self._prepare(request)
         return ready(prepared) if isinstance(prepared, ToolMessage) else awaited(handler(prepared))
+
+
+class SessionMiddleware(SessionToolCalls, ThreadRepair):
+    """The thread-repair step plus steering, the resume note and the idempotent rule, as one middleware.
+
+    `DeepAgent` puts it in deepagents' repair slot: repairing and steering happen in its ``before_model`` node
+    (deepagents' own model-call hooks may return commands of their own). `Agent` splits it with `parts`: the
+    tool-call hook stays a middleware, the rest is a `SessionStep` on its one model-call hook.
+
+    Args:
+        idempotent: ``tool name -> idempotent`` for tools whose metadata does not say (MCP, built-ins).
+    """
+
+    @property
+    def name(self) -> str:
+        """The repair step's name (deepagents' slot, `ai_utils._run.repair.REPAIR_NAME`)."""
+        return REPAIR_NAME
+
+    def parts(self) -> tuple[SessionToolCalls, SessionStep]:
+        """`Agent`'s split: the tool-call hook (a middleware) and the model-call part (a `CallStep`)."""
+        return SessionToolCalls(self._idempotent), SessionStep()
+
+    # --- repair + steering -------------------------------------------------------------------------------
+
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Stop at ``yield_at``; answer unanswered tool calls, then let the session's queued steers join the turn."""
+        turn = _context()
+        if turn is not None and turn.yield_at is not None and time.time() >= turn.yield_at:
+            raise TurnYielded(turn.turn_id)
+        messages = state["messages"]
+        repaired = repair_messages(messages)
+        joined = _joined(turn, messages) if turn is not None else []
+        if repaired is None and not joined:
+            return None
+        return {"messages": [*(repaired or []), *joined]}
+
+    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of `before_model`."""
+        return self.before_model(state, runtime)
+
+    # --- the session's model and instructions, the resume note ------------------------------------------
+
+    def _noted(self, request: ModelRequest) -> ModelRequest:
+        turn = _context()
+        return request if turn is None else _noted(turn, request)
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
+        """Run the model call on the session's model and instructions; tell the first one after a crash."""
+        return handler(self._noted(request))
+
+    def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> Coroutine[Any, Any, ModelResponse]:
+        """Async twin of `wrap_model_call` (a plain method: see `ai_utils._run.hooks`)."""
+        return awaited(handler(self._noted(request)))

@@ -151,7 +151,7 @@ class _Listener:
     def _run(self) -> None:
         import psycopg
 
-        from ai_utils.sessions._engine import control
+        from ai_utils.sessions._engine import control, turn_ends
 
         delay = 0.1
         while not self._stop.is_set():
@@ -167,6 +167,7 @@ class _Listener:
                                 self._signal.publish(control(payload[len(_CONTROL) :]))
                             else:
                                 self._signal.publish(payload)
+                                self._signal.publish(turn_ends(payload))  # a line of a turn's end, maybe
             except Exception as error:  # the server went away: readers fall back to polling meanwhile
                 if self._stop.is_set():
                     return

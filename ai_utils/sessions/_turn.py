@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from ai_utils.client import StreamChunk
 from ai_utils.memory._methods import Flow, Step, twins
+from ai_utils.sessions._engine import turn_ends
 
 if TYPE_CHECKING:
     from ai_utils.sessions._session import Session
@@ -141,9 +142,10 @@ class Turn:
         """Wait for the turn to end: the body of `result` and `aresult`."""
         store = self._session._store
         signal = store.engine.signal
+        key = turn_ends(self.session_id)  # woken when a turn ends, not by every stored line (each read costs a query)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            seen = signal.version(self.session_id)
+            seen = signal.version(key)
             result = self._result()
             if result is not None:
                 return result
@@ -152,7 +154,7 @@ class Turn:
                 wait = min(wait, deadline - time.monotonic())
                 if wait <= 0:
                     raise TimeoutError(f"Turn {self.id!r} did not end within {timeout} s.")
-            yield Step(signal.wait, signal.await_version, (self.session_id, seen, wait))
+            yield Step(signal.wait, signal.await_version, (key, seen, wait))
 
     _result_sync, aresult = twins(_wait, "result")
 

@@ -28,9 +28,10 @@ from ai_utils._run.repair import unanswered_calls
 from ai_utils.client import is_interrupt, is_tool_event
 from ai_utils.exceptions import SessionFencedError
 from ai_utils.sessions._content import message_content
+from ai_utils.sessions._engine import turn_ends
 from ai_utils.sessions._events import TurnWatch, fingerprint_changes, stop_for_finish, turn_error
-from ai_utils.sessions._middleware import CONTEXT_KEY, TurnContext, TurnYielded
-from ai_utils.sessions._schema import TurnRow, dumps
+from ai_utils.sessions._middleware import CONTEXT_KEY, STEERS_PART, TurnContext, TurnYielded
+from ai_utils.sessions._schema import TurnRow, dumps, loads
 from ai_utils.streaming._adapter import ChunkAdapter
 
 __all__ = ["CANCELLED_TEXT", "TURN_TAG", "run_turn", "usage_of"]
@@ -198,6 +199,7 @@ class _TurnRun:
             lines,
         )
         self.engine.signal.publish(self.session_id)
+        self.engine.signal.publish(turn_ends(self.session_id))
         self.engine.contexts.pop(turn.turn_id, None)
         self.link.events.emit(
             "turn.ended",
@@ -276,6 +278,7 @@ class _TurnRun:
         context = self.engine.contexts.get(turn.turn_id)
         adapter = ChunkAdapter(show_tool_calls=True)
         chunks = self.agent._astream_run(graph_input, config, context, decision, decisions, adapter)
+        shown = await self._logged_steers()  # steers already logged as user_message chunks
         try:
             async for chunk in chunks:
                 if is_interrupt(chunk):
@@ -285,9 +288,28 @@ class _TurnRun:
                         self.open_calls[chunk["id"]] = chunk["tool_name"]
                     else:
                         self.open_calls.pop(chunk["id"], None)
+                elif isinstance(chunk, dict) and chunk.get("kind") in ("custom", "user_message"):
+                    for line in _steers(chunk, shown):
+                        self.log.add(line)
+                    continue
                 self.log.add(chunk)
         finally:
             await chunks.aclose()
+
+    async def _logged_steers(self) -> set[str]:
+        """The steers this turn's log already shows (after a crash: the continued turn joins them again, once)."""
+        shown: set[str] = set()
+        after = (self.turn.first_cursor or 1) - 1
+        while self.crashed:
+            rows = await self.engine.io(self.store.read, self.session_id, after)
+            if not rows:
+                break
+            after = rows[-1][0]
+            for _, turn_id, line in rows:
+                chunk = loads(line) if turn_id == self.turn.turn_id and '"user_message"' in line else None
+                if isinstance(chunk, dict) and chunk.get("kind") == "user_message":
+                    shown.add(str(chunk["id"]))
+        return shown
 
     def _first_line(self) -> dict[str, Any]:
         turn = self.turn
@@ -398,6 +420,28 @@ async def _close_calls(agent: Any, config: Any) -> list[dict[str, Any]]:
     ]
     await agent.graph.aupdate_state(config, {"messages": answers}, as_node="tools")
     return [_end_chunk(a.tool_call_id, a.name or "unknown", a.text) for a in answers]
+
+
+def _steers(chunk: Mapping[str, Any], shown: set[str]) -> list[Any]:
+    """What a custom or ``user_message`` chunk logs: joined steers once each, as ``user_message`` chunks.
+
+    The session step announces steers when they join (a custom part, before the model's answer); the model's step
+    then stores them with the answer, which the adapter shows again as ``user_message`` chunks (dropped here).
+    """
+    if chunk["kind"] == "user_message":
+        if chunk["id"] in shown:
+            return []
+        shown.add(chunk["id"])
+        return [chunk]
+    data = chunk.get("data")
+    if "namespace" in chunk or not isinstance(data, Mapping) or STEERS_PART not in data:
+        return [chunk]
+    out: list[Any] = []
+    for steer in data[STEERS_PART]:
+        if steer["id"] not in shown:
+            shown.add(steer["id"])
+            out.append({"kind": "user_message", "text": steer["text"], "id": steer["id"]})
+    return out
 
 
 def _end_chunk(call_id: str, name: str, text: str) -> dict[str, Any]:

@@ -14,6 +14,8 @@ Keys:
     file and os._exit(3)s; runs_file: `act` (and `delete_account`, `whoami`) append a line per run; hold_file: `act`
     waits for this file
   model_delay: seconds each model call sleeps; kind: "deep" runs a DeepAgent instead of an Agent
+  hang_on: a model call whose last message has this text writes ``hang_file`` and hangs (to be killed in it);
+    action "steer" steers the session with ``text``
   host: the host identity this worker claims leases under (AI_UTILS_HOST_ID: "another machine")
   modes: route turns with a KeywordModeRouter ("support" messages may only call `act`); the model then calls
     `delete_account` after `act` (what an injection would try)
@@ -79,6 +81,9 @@ def _fakes(args: dict[str, Any]) -> tuple[Any, list[Any]]:
         if delay:
             time.sleep(delay)
         last = messages[-1]
+        if args.get("hang_on") and last.text == args["hang_on"]:
+            Path(args["hang_file"]).write_text(str(os.getpid()))
+            time.sleep(600)  # killed in here: the model call never ends
         if isinstance(last, HumanMessage) and last.text.startswith(("act", "support")):
             return {"tool_calls": [{"name": "act", "args": {"what": last.text}}]}
         if isinstance(last, HumanMessage) and last.text.startswith("who"):
@@ -183,6 +188,8 @@ def _act(args: dict[str, Any], agent: Any, store: Any, s: Any, out: dict[str, An
     elif action == "prompts":
         turns = [s.prompt(text, message_id=f"{args['prefix']}{i}") for i, text in enumerate(args["texts"])]
         out["results"] = [t.result(timeout=120).stop_reason for t in turns]
+    elif action == "steer":
+        out["steered"] = s.steer(args["text"], message_id=args.get("message_id"))
     elif action == "stream":
         out["lines"] = list(s.stream(int(args.get("cursor", 0))))
 

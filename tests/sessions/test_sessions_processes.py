@@ -240,6 +240,33 @@ def test_a_sigkilled_worker_on_this_host_is_taken_over_at_once(backend: str, tmp
     assert "turn_resume" in _kinds(_log(backend, session))
 
 
+def test_a_steer_that_joined_just_before_a_crash_reaches_the_continued_turn(backend: str, tmp_path: Path) -> None:
+    session = uuid.uuid4().hex
+    hold, hang = tmp_path / "hold", tmp_path / "hang"
+    steer = "Also: in Celsius please."
+    options = {"hold_file": str(hold), "lease": 30.0}
+    worker = _start(
+        backend, session, action="prompt", text="act on order 1", hang_on=steer, hang_file=str(hang), **options
+    )
+    _running(worker, hold)
+    code, out = _run(backend, session, action="steer", text=steer, message_id="s-1")
+    assert code == 0 and out is not None and out["steered"] == "s-1"
+    hold.write_text("go")
+    deadline = time.monotonic() + 90
+    while not hang.exists():  # the steer joined (stored as taken) and the model call that got it runs
+        assert time.monotonic() < deadline and worker.poll() is None, "the steer never reached a model call"
+        time.sleep(0.02)
+    _kill(worker)  # before the model's answer (and the steer with it) reached a checkpoint
+
+    code, out = _run(backend, session, action="recover", **options)
+    assert code == 0 and out is not None and out["recovered"] == 1
+    assert out["history"][-2:] == [["human", steer], ["ai", f"echo: {steer}"]]  # not lost, once
+    assert [m[1] for m in out["history"]].count(steer) == 1
+    lines = _log(backend, session)
+    steers = [line["chunk"] for line in lines if _kinds([line]) == ["user_message"]]
+    assert steers == [{"kind": "user_message", "text": steer, "id": "s-1"}]  # shown once, across both workers
+
+
 def test_a_stalled_worker_on_another_host_is_taken_over_only_after_its_lease(backend: str, tmp_path: Path) -> None:
     session = uuid.uuid4().hex
     hold = tmp_path / "hold"
