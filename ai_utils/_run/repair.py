@@ -20,8 +20,9 @@ Every wrapper uses this one step, attached where it costs least:
   `PatchToolCallsMiddleware` (deepagents merges middleware by name, so ours replaces theirs in the main
   agent, the general-purpose subagent and declared subagents), since deepagents' own model-call hooks may
   return commands of their own.
-- With durable sessions `Agent` keeps this hook and the session's model-call part rides on it as a `CallStep`
-  (``ai_utils.sessions._middleware.SessionStep``: steers join the request and are stored with the answer);
+- With durable sessions `Agent` keeps this hook: the session's outer model-call hook
+  (``ai_utils.sessions._middleware.SessionHooks``) appends the steers that join to the request, so every hook
+  between sees them, and this one stores them (as the model got them) before the answer, in the same rewrite.
   `DeepAgent` uses `SessionMiddleware`, a `ThreadRepair` subclass whose ``before_model`` also lets steers join.
 
 We do not reuse deepagents' class: it runs only once per run (``before_agent``), cannot tell a superseded
@@ -33,6 +34,7 @@ chunk adapter reports them (a tool ``end`` chunk with ``status: "error"``), and 
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Literal, Protocol
@@ -45,11 +47,12 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from ai_utils._run.hooks import awaited
-from ai_utils.streaming._adapter import REPAIR_KEY
+from ai_utils.streaming._adapter import REPAIR_KEY, STEER_KEY
 
 __all__ = [
     "REPAIR_KEY",
     "REPAIR_NAME",
+    "STORED_STEERS",
     "CallStep",
     "ModelCallRepair",
     "ThreadRepair",
@@ -172,11 +175,7 @@ class CallStep(Protocol):
     """
 
     def before(self, request: ModelRequest) -> tuple[ModelRequest, Any]:
-        """The request the model gets, and what `after` needs to know.
-
-        Messages a step appends to the request's (a durable session's steers) are stored: the thread gets them,
-        then the model's answer.
-        """
+        """The request the model gets, and what `after` needs to know."""
         ...
 
     def after(self, response: ModelResponse, token: Any) -> list[BaseMessage]:
@@ -209,16 +208,17 @@ class ModelCallRepair(AgentMiddleware[AgentState[Any], Any, Any]):
         history = _repaired(request.messages)
         if history is not None:
             request = request.override(messages=history)
+        elif joined := _joined_steers(request):
+            # A durable session's steers joined this call (appended by its outer hook, as the hooks between saw
+            # them): stored before the answer, after the thread's own messages (an outer hook may trim the view).
+            history = [*request.state.get("messages", ()), *joined]
+        stored = STORED_STEERS.get()
+        if history is not None and stored is not None:
+            stored.extend(str(m.id) for m in _joined_steers(request))
         tokens: list[Any] = []
         for step in self.steps:
-            given = request.messages
             request, token = step.before(request)
             tokens.append(token)
-            if request.messages is not given:
-                # Messages a step appended (a session's steers) are stored with the answer, after the thread's own
-                # (the state's: an outer hook may have trimmed what the model sees).
-                stored = history if history is not None else list(request.state.get("messages", []))
-                history = [*stored, *request.messages[len(given) :]]
         return request, history, tokens
 
     def _stored(
@@ -255,6 +255,24 @@ class ModelCallRepair(AgentMiddleware[AgentState[Any], Any, Any]):
         self, pending: Awaitable[ModelResponse], history: list[AnyMessage] | None, tokens: list[Any]
     ) -> ModelResponse | ExtendedModelResponse[Any]:
         return self._stored(await pending, history, tokens)
+
+
+STORED_STEERS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("ai_utils_stored_steers", default=None)
+"""Set by a durable session's model-call hook around the call: the ids of the joined steers this step stored."""
+
+
+def _joined_steers(request: ModelRequest) -> list[AnyMessage]:
+    """The steers at the end of the request that the thread does not hold yet (a durable session's, this call's)."""
+    messages = request.messages
+    stored = request.state.get("messages") or ()
+    last = stored[-1].id if stored else None
+    start = len(messages)
+    while start > 0:
+        message = messages[start - 1]
+        if not isinstance(message, HumanMessage) or STEER_KEY not in message.response_metadata or message.id == last:
+            break
+        start -= 1
+    return list(messages[start:])
 
 
 def _repaired(messages: Sequence[AnyMessage]) -> list[AnyMessage] | None:

@@ -253,11 +253,10 @@ class Agent(Wrapper[OutputT]):
         self._setup_model(llm, None if prompt_fn is not None else prompt, output, retries)
         self._setup_input_guards(middleware)
         with_sessions = self.sessions is not None
-        session_step = None
         if with_sessions:
-            # The session middleware splits: its tool-call hook stays a middleware, its model-call part (steers,
-            # yield, the resume note) rides on the repair step's hook like the others (no graph node of its own).
-            self._repair[0], session_step = self._repair[0].parts()
+            # The session's hooks without a before_model node of their own: steers join in its model-call hook
+            # (outermost but the tool loop, so the user's hooks see them) and the repair step stores them.
+            self._repair[0] = self._repair[0].parts()
         # The tool loop's model-call part rides on the repair step's hook (one hook less).
         self._setup_tool_loop(
             tool_errors=tool_errors,
@@ -286,9 +285,9 @@ class Agent(Wrapper[OutputT]):
             else None
         )
         # The repair step is attached to the model call, innermost but for the run guards: no graph node of its
-        # own, and outer hooks' commands land after its rewrite (_run/repair.py). The session's model-call part
-        # and the mode router ride on that hook too (one hook per model call costs LangChain ~40 µs); with
-        # sessions, the session's tool-call hook comes first in the stack after the tool loop.
+        # own, and outer hooks' commands land after its rewrite (_run/repair.py). The mode router rides on that
+        # hook too (one hook per model call costs LangChain ~40 µs). With sessions the session's hooks come first
+        # after the tool loop.
         mode_step = None
         if modes is not None:
             from ai_utils.routing._middleware import ModeMiddleware
@@ -317,7 +316,7 @@ class Agent(Wrapper[OutputT]):
             )
         if interrupt_on:
             stack.append(hitl_middleware(interrupt_on))
-        stack.append(ModelCallRepair(session_step, mode_step, self._tool_loop))
+        stack.append(ModelCallRepair(mode_step, self._tool_loop))
         stack.extend(self._guards)
         self._middleware = stack
         # Without MCP the graph is compiled once; with MCP servers the first run builds it with their tools.

@@ -1,12 +1,11 @@
 """The `create_agent` hooks of an agent with ``sessions=``: steering, the resume note, safe tool re-runs.
 
-They are the agent's thread-repair step plus the session's work, placed where each costs least: `Agent` keeps
-one model-call hook (`ai_utils._run.repair.ModelCallRepair`), and the session's model-call part rides on it as
-a `SessionStep` (a graph node of its own would cost a LangGraph superstep and a checkpoint write per model
-call), with its tool-call part a middleware of its own (`SessionToolCalls`); `DeepAgent` puts the whole of it,
-`SessionMiddleware` (a `ThreadRepair` subclass), in deepagents' repair slot. Outside a durable turn (no
-`TurnContext` in the run's config) they do nothing more, so ``agent.invoke`` on the same agent still works.
-Inside one:
+`Agent` gets `SessionHooks`: a model-call hook and a tool-call hook, no graph node of their own (a
+``before_model`` node would cost a LangGraph superstep and a checkpoint write per model call); its repair step
+(`ai_utils._run.repair.ModelCallRepair`) stores the steers that joined with the model's answer. `DeepAgent` puts
+`SessionMiddleware` (the same hooks plus a `ThreadRepair` ``before_model`` node that also steers) in deepagents'
+repair slot. Outside a durable turn (no `TurnContext` in the run's config) they do nothing more, so
+``agent.invoke`` on the same agent still works. Inside one:
 
 - before each model call (a safe boundary: never between a tool call and its result) the turn stops if its
   ``yield_at`` has passed (`TurnYielded`; the next prompt or ``resume()`` continues it from there), else the
@@ -31,14 +30,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain.agents.middleware.types import ExtendedModelResponse
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from ai_utils._run.hooks import awaited, ready
-from ai_utils._run.repair import REPAIR_NAME, ThreadRepair, repair_messages
+from ai_utils._run.repair import REPAIR_NAME, STORED_STEERS, ThreadRepair, repair_messages
 from ai_utils.streaming._adapter import STEER_KEY
 from ai_utils.tools.durable import EXECUTION_ID, declared_idempotent
 
@@ -48,8 +48,7 @@ __all__ = [
     "RESUME_NOTE",
     "STEERS_PART",
     "SessionMiddleware",
-    "SessionStep",
-    "SessionToolCalls",
+    "SessionHooks",
     "TurnContext",
     "TurnYielded",
 ]
@@ -144,33 +143,38 @@ def _system(system: SystemMessage | None, parts: Sequence[str]) -> SystemMessage
     return SystemMessage([*system.content, *({"type": "text", "text": p} for p in parts)])
 
 
-class SessionStep:
-    """The session's per-model-call work as a `CallStep` on `Agent`'s one model-call hook (no graph node of its own).
+def _joining(request: ModelRequest) -> tuple[ModelRequest, list[HumanMessage]]:
+    """The request with the turn's queued steers joined and announced (and the session's model-call overrides).
 
-    Before each model call: stop at ``yield_at`` (`TurnYielded`); let the session's queued steers join the turn
-    (they are added to the request's messages, which `ModelCallRepair` stores with the model's answer, and are
-    announced on the stream at once, so a reader sees them before the answer); run the call on the session's model
-    and instructions, and tell the first one after a crash (`RESUME_NOTE`). Outside a durable turn it does nothing.
+    Stops at ``yield_at`` (`TurnYielded`). Joined steers are appended to the request's messages: the hooks inside
+    this one (the user's, e.g. guardrails) see them as new messages, and the repair step stores them with the
+    model's answer, as the model got them (`ai_utils._run.repair.ModelCallRepair`). They are announced on the
+    stream at once, so a reader sees them before the answer.
     """
+    turn = _context()
+    if turn is None:
+        return request, []
+    if turn.yield_at is not None and time.time() >= turn.yield_at:
+        raise TurnYielded(turn.turn_id)
+    joined = _joined(turn, request.messages)
+    if joined:
+        writer = request.runtime.stream_writer if request.runtime is not None else None
+        if writer is not None:
+            writer({STEERS_PART: [{"id": m.response_metadata[STEER_KEY], "text": m.text} for m in joined]})
+        request = request.override(messages=[*request.messages, *joined])
+    return _noted(turn, request), joined
 
-    def before(self, request: ModelRequest) -> tuple[ModelRequest, None]:
-        """The request with the joined steers, the session's model and instructions, and the resume note."""
-        turn = _context()
-        if turn is None:
-            return request, None
-        if turn.yield_at is not None and time.time() >= turn.yield_at:
-            raise TurnYielded(turn.turn_id)
-        joined = _joined(turn, request.messages)
-        if joined:
-            writer = request.runtime.stream_writer if request.runtime is not None else None
-            if writer is not None:
-                writer({STEERS_PART: [{"id": m.response_metadata[STEER_KEY], "text": m.text} for m in joined]})
-            request = request.override(messages=[*request.messages, *joined])
-        return _noted(turn, request), None
 
-    def after(self, response: ModelResponse, token: None) -> list[BaseMessage]:
-        """Nothing to store after the answer."""
-        return []
+def _kept(response: Any, joined: list[HumanMessage], stored: list[str]) -> Any:
+    """The call's result, with the joined steers stored after the answer when the repair step did not store them.
+
+    That happens only when a hook inside answered without calling the model (a guardrail's block): the steer is kept
+    (nothing accepted is lost), after that answer.
+    """
+    missing = [m for m in joined if m.id not in stored]
+    if not missing:
+        return response
+    return ExtendedModelResponse(model_response=response, command=Command(update={"messages": missing}))
 
 
 def _joined(turn: TurnContext, messages: Sequence[Any]) -> list[HumanMessage]:
@@ -206,8 +210,12 @@ def _noted(turn: TurnContext, request: ModelRequest) -> ModelRequest:
     return request.override(**overrides) if overrides else request
 
 
-class SessionToolCalls(AgentMiddleware[AgentState[Any], Any, Any]):
-    """The session's tool-call hook: each call's ``execution_id``, and the idempotent rule (module docstring).
+class SessionHooks(AgentMiddleware[AgentState[Any], Any, Any]):
+    """`Agent`'s session hooks: a model-call and a tool-call hook, no graph node of their own.
+
+    The model-call hook joins steers, stops at ``yield_at`` and runs the call on the session's model and
+    instructions (with the resume note after a crash); the tool-call hook gives each call its ``execution_id`` and
+    applies the idempotent rule.
 
     Args:
         idempotent: ``tool name -> idempotent`` for tools whose metadata does not say (MCP, built-ins).
@@ -220,7 +228,40 @@ class SessionToolCalls(AgentMiddleware[AgentState[Any], Any, Any]):
     @property
     def name(self) -> str:
         """Middleware name (unique in the stack)."""
-        return "ai_utils.SessionToolCalls"
+        return "ai_utils.SessionHooks"
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        """Join the queued steers, stop at ``yield_at``; run the call on the session's model and instructions."""
+        request, joined = _joining(request)
+        if not joined:
+            return handler(request)
+        stored: list[str] = []
+        reset = STORED_STEERS.set(stored)
+        try:
+            response = handler(request)
+        finally:
+            STORED_STEERS.reset(reset)
+        return _kept(response, joined, stored)
+
+    def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> Coroutine[Any, Any, Any]:
+        """Async twin of `wrap_model_call` (a plain method: see `ai_utils._run.hooks`)."""
+        request, joined = _joining(request)
+        if not joined:
+            return awaited(handler(request))
+        return self._ajoined(request, handler, joined)
+
+    async def _ajoined(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]], joined: Any
+    ) -> Any:
+        stored: list[str] = []
+        reset = STORED_STEERS.set(stored)
+        try:
+            response = await handler(request)
+        finally:
+            STORED_STEERS.reset(reset)
+        return _kept(response, joined, stored)
 
     def is_idempotent(self, request: ToolCallRequest) -> bool:
         """The tool's declaration (metadata first, then the agent's table; undeclared counts as not)."""
@@ -261,12 +302,12 @@ class SessionToolCalls(AgentMiddleware[AgentState[Any], Any, Any]):
         return ready(prepared) if isinstance(prepared, ToolMessage) else awaited(handler(prepared))
 
 
-class SessionMiddleware(SessionToolCalls, ThreadRepair):
+class SessionMiddleware(SessionHooks, ThreadRepair):
     """The thread-repair step plus steering, the resume note and the idempotent rule, as one middleware.
 
     `DeepAgent` puts it in deepagents' repair slot: repairing and steering happen in its ``before_model`` node
-    (deepagents' own model-call hooks may return commands of their own). `Agent` splits it with `parts`: the
-    tool-call hook stays a middleware, the rest is a `SessionStep` on its one model-call hook.
+    (deepagents' own model-call hooks may return commands of their own). `Agent` uses `SessionHooks` (`parts`):
+    no node, the steers join in its model-call hook and its repair step stores them.
 
     Args:
         idempotent: ``tool name -> idempotent`` for tools whose metadata does not say (MCP, built-ins).
@@ -277,9 +318,9 @@ class SessionMiddleware(SessionToolCalls, ThreadRepair):
         """The repair step's name (deepagents' slot, `ai_utils._run.repair.REPAIR_NAME`)."""
         return REPAIR_NAME
 
-    def parts(self) -> tuple[SessionToolCalls, SessionStep]:
-        """`Agent`'s split: the tool-call hook (a middleware) and the model-call part (a `CallStep`)."""
-        return SessionToolCalls(self._idempotent), SessionStep()
+    def parts(self) -> SessionHooks:
+        """`Agent`'s form: the same hooks without the ``before_model`` node (its repair step stores the steers)."""
+        return SessionHooks(self._idempotent)
 
     # --- repair + steering -------------------------------------------------------------------------------
 
