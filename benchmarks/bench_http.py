@@ -197,4 +197,8 @@ if __name__ == "__main__" and sys.argv[1:2] == ["serve"]:
 
     app = make_app()
     app.router.routes.append(Route("/ready", lambda request: PlainTextResponse("ok")))
-    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning", access_log=False)
+    # Keep-alive longer than a metric: uvicorn's 5 s default closes idle pooled connections between rounds, and a
+    # request racing that close fails with a ReadError (a client-pool artefact, not what the rows measure).
+    uvicorn.run(
+        app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning", access_log=False, timeout_keep_alive=600
+    )
