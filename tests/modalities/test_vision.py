@@ -78,11 +78,15 @@ def test_the_content_decides_the_type_not_the_name_or_label(openai_server: FakeO
     assert len(openai_server.requests) == 1  # none of the bad calls reached the model
 
 
-def test_bad_arguments_fail_before_any_request(openai_server: FakeOpenAIServer, tmp_path: Path) -> None:
+def test_bad_arguments_fail_before_any_request(
+    openai_server: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     llm = local_llm(openai_server)
+    # A relative path: the message shortens values past 80 characters, and tmp_path's length depends on the runner.
+    monkeypatch.chdir(tmp_path)
 
-    with pytest.raises(UserError, match=r"images\[0\] '.*missing\.png' is not an http\(s\) URL, a data: URL or an"):
-        vision("Describe.", [tmp_path / "missing.png"], llm=llm)
+    with pytest.raises(UserError, match=r"images\[0\] 'missing\.png' is not an http\(s\) URL, a data: URL or an"):
+        vision("Describe.", [Path("missing.png")], llm=llm)
     with pytest.raises(UserError, match="data URL that is not base64"):
         vision("Describe.", ["data:image/png,%89PNG"], llm=llm)
     with pytest.raises(UserError, match="payload is not valid base64"):
