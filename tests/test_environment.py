@@ -41,6 +41,8 @@ def user_package() -> Iterator[Path]:
     (info / "RECORD").write_text(f"user_added_pkg.py,,\n{info.name}/METADATA,,\n{info.name}/RECORD,,\n")
     yield module
     module.unlink(missing_ok=True)
+    for cached in (site / "__pycache__").glob("user_added_pkg.*.pyc"):  # cached by the test's import
+        cached.unlink()
     for path in info.glob("*"):
         path.unlink()
     info.rmdir()
