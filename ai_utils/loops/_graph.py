@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import Any, TypeAlias, cast
 
 from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -45,7 +46,7 @@ from pydantic import BaseModel, ValidationError
 from typing_extensions import TypedDict
 
 from ai_utils._run.state import AgentState
-from ai_utils._run.toolloop import ToolLoop, ToolLoopOptions
+from ai_utils._run.toolloop import ToolCalls, ToolLoopOptions
 from ai_utils._structured import InvalidReply, parse_json_reply
 from ai_utils.exceptions import LoopError, LoopPermissionDeniedError, LoopPolicyDeniedError
 from ai_utils.loops._context import jsonable, project, resolve, write_path
@@ -54,7 +55,7 @@ from ai_utils.loops._hooks import HookEvent, Hooks, arun_hooks, run_hooks
 from ai_utils.loops._loop import Loop
 from ai_utils.loops._permissions import LoopToolChoice, LoopToolGate, ask_approval, check
 from ai_utils.loops._policy import decisions_of, emit_decisions, wraps_tools
-from ai_utils.loops._steering import STEER_CONFIG, LoopStepRepair, steer_cursor, steer_message
+from ai_utils.loops._steering import STEER_CONFIG, LoopSteering, LoopStepRepair, steer_cursor, steer_message
 from ai_utils.loops._steps import END as END_KEY
 from ai_utils.loops._steps import AgentStep, Otherwise, RequireTool, ToolStep, When
 from ai_utils.loops._store import LoopRunStore
@@ -282,7 +283,7 @@ class _Node:
 
 
 def steering_config(config: RunnableConfig, run_id: str | None, after: int) -> RunnableConfig:
-    """The step's config: the run and the steers it has taken, for `LoopStepRepair`."""
+    """The step's config: the run and the steers it has taken, for `LoopSteering`."""
     if not run_id:
         return config
     return {**config, "configurable": {**config.get("configurable", {}), STEER_CONFIG: (run_id, after)}}
@@ -556,15 +557,19 @@ def agent_graph(
     store: LoopRunStore,
 ) -> Any:
     """The `create_agent` graph of one agent step (the same construction as `Agent`'s: tool loop, repair step)."""
-    # The repair step is the loop's (`LoopStepRepair`: `ThreadRepair` that also takes the run's steers).
-    stack = [
-        ToolLoop(ToolLoopOptions(), llm),
-        LoopStepRepair(store),
-        *middleware,
-        LoopToolGate(loop.permissions, events, key),
-    ]
+    # The same hooks as `Agent`'s, no graph node of their own (a node costs a superstep and a checkpoint write per
+    # model call): the tool loop first, then steering (its steers pass every hook inside, e.g. guardrails), the
+    # user's middleware and the permission check; the repair step innermost, with the tool loop's model-call part
+    # and the joined steers stored with the model's answer (`ai_utils._run.repair`).
+    tool_calls = ToolCalls(ToolLoopOptions(), llm)
+    steering = LoopSteering(store)
+    between = [*middleware, LoopToolGate(loop.permissions, events, key)]
     if step.tool_choice is not None:
-        stack.append(LoopToolChoice(step.tool_choice))
+        between.append(LoopToolChoice(step.tool_choice))
+    # With no model-call hook between them, the steers join on the repair hook itself (the same hooks see them).
+    outer = any(_wraps_model(m) for m in between)
+    stack = [tool_calls, *((steering,) if outer else ()), *between]
+    stack.append(LoopStepRepair(None if outer else steering, tool_calls))
     # checkpointer=None: as a subgraph it keeps its state under the loop graph's checkpointer.
     return create_agent(
         llm,
@@ -574,6 +579,15 @@ def agent_graph(
         response_format=step.output_model,
         state_schema=AgentState,
         name=key,
+    )
+
+
+def _wraps_model(middleware: Any) -> bool:
+    """Whether ``middleware`` has a model-call hook of its own (it would see the request's messages)."""
+    cls = type(middleware)
+    return any(
+        getattr(cls, name, None) is not getattr(AgentMiddleware, name, None)
+        for name in ("wrap_model_call", "awrap_model_call", "before_model", "abefore_model")
     )
 
 

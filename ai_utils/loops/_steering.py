@@ -1,29 +1,31 @@
 """Steering a running loop: queued steers join the running agent step before its next model call.
 
-The agent steps' repair step (`ThreadRepair`, a ``before_model`` node every step graph has anyway) also reads the
-run's steering queue in the run store: steers queued after the last one this run took join the step as user
-messages (``response_metadata`` carries their sequence number, so the chunk adapter shows them as
-``user_message`` chunks and the cursor survives a resume). The run and the cursor it starts from come in the
-step's config (`STEER_CONFIG`), set by the step's node from the loop state; the node reads the cursor back from
-the step's messages when the step ends. Follow-ups wait for the run's last boundary (`LoopRunStore.seal`).
+An agent step's model-call hook (`LoopSteering`) reads the run's steering queue in the run store: steers queued
+after the last one this run took join the step as user messages (``response_metadata`` carries their sequence
+number, so the chunk adapter shows them as ``user_message`` chunks and the cursor survives a resume); the step's
+repair hook stores them with the model's answer. The run and the cursor it starts from come in the step's config
+(`STEER_CONFIG`), set by the step's node from the loop state; the node reads the cursor back from the step's
+messages when the step ends. Follow-ups wait for the run's last boundary (`LoopRunStore.seal`).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
-from langchain.agents.middleware import AgentState
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
 from langgraph.config import get_config
-from langgraph.runtime import Runtime
+from langgraph.types import Command
 
-from ai_utils._run.repair import ThreadRepair, repair_messages
+from ai_utils._run.hooks import awaited
+from ai_utils._run.repair import STORED_STEERS, CallStep, ModelCallRepair
 from ai_utils.loops._store import LoopRunStore
 from ai_utils.streaming._adapter import STEER_KEY
 
-__all__ = ["STEER_CONFIG", "STEER_SEQ", "LoopStepRepair", "steer_cursor", "steer_message"]
+__all__ = ["STEER_CONFIG", "STEER_SEQ", "LoopSteering", "LoopStepRepair", "steer_cursor", "steer_message"]
 
 STEER_CONFIG = "ai_utils_loop_steering"
 """``config["configurable"]`` key of an agent step: ``(run_id, steers taken before the step)``."""
@@ -50,26 +52,98 @@ def steer_message(run_id: str, seq: int, text: str) -> HumanMessage:
     )
 
 
-class LoopStepRepair(ThreadRepair):
-    """An agent step's repair step that also lets the run's queued steers join before each model call."""
+class LoopSteering(AgentMiddleware[AgentState[Any], Any, Any]):
+    """An agent step's steering: the run's queued steers join before each model call (a model-call hook).
+
+    No graph node of its own (a ``before_model`` node costs a LangGraph superstep and a checkpoint write per model
+    call): the steers are appended to the request, so every hook inside sees them (the user's, e.g. guardrails),
+    and the step's repair hook (`ai_utils._run.repair.ModelCallRepair`, innermost) stores them with the model's
+    answer, as the model got them — the way `Agent` joins a durable session's steers.
+    """
 
     def __init__(self, store: LoopRunStore) -> None:
         super().__init__()
         self.store = store
 
-    def _joined(self, messages: Sequence[AnyMessage]) -> list[HumanMessage]:
+    @property
+    def name(self) -> str:
+        """Middleware name (unique per step graph)."""
+        return "ai_utils.LoopSteering"
+
+    def joining(self, request: ModelRequest) -> tuple[ModelRequest, list[HumanMessage]]:
         steering = get_config().get("configurable", {}).get(STEER_CONFIG)
         if not steering:
-            return []
+            return request, []
         run_id, after = steering
-        rows = self.store.messages(run_id, after=steer_cursor(messages, after))
-        return [steer_message(run_id, seq, text) for seq, text in rows]
-
-    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Answer unanswered tool calls, then add the steers queued since the last model call."""
-        messages = state["messages"]
-        update = repair_messages(messages)
-        joined = self._joined(messages)
+        state = request.state
+        stored = state.get("messages", request.messages) if isinstance(state, dict) else request.messages
+        rows = self.store.messages(run_id, after=steer_cursor(stored, after))
+        if not rows:
+            return request, []
+        held = {m.id for m in request.messages}
+        joined = [m for m in (steer_message(run_id, seq, text) for seq, text in rows) if m.id not in held]
         if not joined:
-            return None if update is None else {"messages": update}
-        return {"messages": [*(update or ()), *joined]}
+            return request, []
+        return request.override(messages=[*request.messages, *joined]), joined
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        """Join the queued steers, then call the model."""
+        request, joined = self.joining(request)
+        if not joined:
+            return handler(request)
+        stored: list[str] = []
+        reset = STORED_STEERS.set(stored)
+        try:
+            response = handler(request)
+        finally:
+            STORED_STEERS.reset(reset)
+        return _kept(response, joined, stored)
+
+    def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> Coroutine[Any, Any, Any]:
+        """Async twin of `wrap_model_call` (a plain method: see `ai_utils._run.hooks`)."""
+        request, joined = self.joining(request)
+        if not joined:
+            return awaited(handler(request))
+        return self._ajoined(request, handler, joined)
+
+    async def _ajoined(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]], joined: Any
+    ) -> Any:
+        stored: list[str] = []
+        reset = STORED_STEERS.set(stored)
+        try:
+            response = await handler(request)
+        finally:
+            STORED_STEERS.reset(reset)
+        return _kept(response, joined, stored)
+
+
+def _kept(response: Any, joined: list[HumanMessage], stored: list[str]) -> Any:
+    """The call's result, with the joined steers stored after it when the repair hook did not store them.
+
+    That happens only when a hook inside answered without calling the model (a guardrail's block): the steer is
+    kept (nothing accepted is lost), after that answer.
+    """
+    missing = [m for m in joined if m.id not in stored]
+    if not missing:
+        return response
+    return ExtendedModelResponse(model_response=response, command=Command(update={"messages": missing}))
+
+
+class LoopStepRepair(ModelCallRepair):
+    """An agent step's repair hook; with ``steering``, the run's steers join on it (no hook of their own).
+
+    Used when no middleware sits between the two hooks (a hook costs every model call): the steers then reach
+    exactly the same hooks, and the repair stores them with the model's answer.
+    """
+
+    def __init__(self, steering: LoopSteering | None, *steps: CallStep | None) -> None:
+        super().__init__(*steps)
+        self.steering = steering
+
+    def _prepare(self, request: ModelRequest) -> tuple[ModelRequest, list[AnyMessage] | None, list[Any]]:
+        if self.steering is not None:
+            request = self.steering.joining(request)[0]
+        return super()._prepare(request)

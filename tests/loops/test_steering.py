@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from ai_utils import (
@@ -139,3 +141,32 @@ async def test_a_steer_no_agent_step_took_is_answered_as_a_follow_up_never_lost(
     assert out.follow_ups == ({"text": "follow-up: One more thing: cc the manager."},)
     with pytest.raises(UserError, match="finished"):
         await runner.asteer("late", "after the end")
+
+
+class Watching(AgentMiddleware[AgentState[Any], Any, Any]):
+    """User middleware with a model-call hook: records the user messages each call carries; may block the second."""
+
+    def __init__(self, *, block: bool) -> None:
+        super().__init__()
+        self.seen: list[list[str]] = []
+        self.block = block
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        self.seen.append([m.text for m in request.messages if isinstance(m, HumanMessage)][1:])
+        if self.block and len(self.seen) == 2:
+            return ModelResponse(result=[AIMessage("Blocked by policy.")])
+        return handler(request)
+
+
+@pytest.mark.parametrize("block", [False, True])
+def test_a_steer_passes_the_users_model_call_middleware_and_is_kept_when_it_blocks(block: bool) -> None:
+    model = Steered()
+    watching = Watching(block=block)
+    runner = LoopRunner(work_loop(), llm=model.model, tools=[lookup], middleware=[watching])
+    model.during_first_call = lambda: runner.steer(f"w{block}", "Use the existing database schema.")
+    out = runner.invoke({"request": {}}, thread_id=f"w{block}")
+    assert watching.seen == [[], ["Use the existing database schema."]]  # the user's hook saw the steer join
+    assert isinstance(out, LoopResult)
+    # Blocked or not, the steer is stored in the step (taken), so it is never answered again as a follow-up.
+    assert out.follow_ups == ()
+    assert out.data == ("Blocked by policy." if block else "answered, last note: Use the existing database schema.")
