@@ -30,6 +30,8 @@ try:
 except ImportError:  # pragma: no cover - orjson comes with langsmith
     _text_json = json_value
 
+_join = b"".join
+
 __all__ = ["Event", "UIEncoder", "fresh_id", "aencode_events", "aevents", "is_stream_line", "sse_frame", "turn_error"]
 
 # Ids an encoder makes up (message ids, a run id nobody gave) need only be unique: a random prefix per process and
@@ -119,7 +121,7 @@ class UIEncoder:
             self.cursor, self._count = cursor, 0
         if isinstance(chunk, str):  # LangChain's text is a str subclass
             return self.on_text(chunk) if chunk else []
-        if not isinstance(chunk, Mapping):
+        if type(chunk) is not dict and not isinstance(chunk, Mapping):  # a dict skips the ABC's isinstance
             return self.on_other("custom", {"data": chunk})
         kind = chunk.get("kind")
         if kind == "tool":
@@ -259,10 +261,12 @@ async def aevents(encoder: UIEncoder, source: AsyncIterable[Any] | Iterable[Any]
 
 def _frames(events: list[Event], cursor: int | None) -> bytes:
     """The SSE frames of one chunk's events; the last one carries the chunk's cursor as its ``id``."""
-    frames = [b"data: " + json_value(event) + b"\n\n" for event in events]
+    parts: list[bytes] = []
+    for event in events:
+        parts += (b"data: ", json_value(event), b"\n\n")
     if cursor is not None:
-        frames[-1] = b"id: %d\n" % cursor + frames[-1]
-    return frames[0] if len(frames) == 1 else b"".join(frames)
+        parts[-3] = b"id: %d\ndata: " % cursor
+    return b"".join(parts)  # one copy of the frames, where `+` per frame copies the growing body again
 
 
 async def aencode_events(
@@ -290,7 +294,8 @@ async def aencode_events(
                         text = _text_json(item)
                     except TypeError:  # what orjson refuses takes the NDJSON lines' fallback
                         text = json_value(item)
-                    yield prefix + text + b"}\n\n"
+                    # One join, not two `+`: each `+` copies into a new bytes object through the buffer protocol.
+                    yield _join((prefix, text, b"}\n\n"))
                     continue
                 if is_stream_line(item):
                     cursor: int | None = item["cursor"]
