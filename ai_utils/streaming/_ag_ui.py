@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from ai_utils._optional import missing_extra
 from ai_utils.client import Decision, ErrorEvent, InterruptEvent
-from ai_utils.streaming._encode import encode_chunk, json_value
+from ai_utils.streaming._encode import json_value
 from ai_utils.streaming._ui import Event, UIEncoder, aevents, fresh_id, turn_error
 
 try:
@@ -98,7 +98,7 @@ def approval_decision(payload: ApprovalPayload) -> Decision:
 
 
 def _usage(usage: object) -> list[dict[str, int]] | None:
-    if not isinstance(usage, Mapping) or not usage:
+    if not usage or not isinstance(usage, Mapping):  # no usage (most runs) skips the ABC check
         return None
     names = {"input_tokens": "inputTokens", "output_tokens": "outputTokens", "total_tokens": "totalTokens"}
     entry = {names[k]: int(v) for k, v in usage.items() if k in names and isinstance(v, int) and v >= 0}
@@ -178,7 +178,7 @@ class AgUiEncoder(UIEncoder):
         if self.message_id is not None:
             start["parentMessageId"] = self.message_id
         out.append(start)
-        out.append({"type": _TOOL_ARGS, "toolCallId": call_id, "delta": encode_chunk(args)[:-1].decode()})
+        out.append({"type": _TOOL_ARGS, "toolCallId": call_id, "delta": json_value(args).decode()})
         out.append({"type": _TOOL_END, "toolCallId": call_id})
         return out
 
@@ -189,7 +189,7 @@ class AgUiEncoder(UIEncoder):
             "type": _TOOL_RESULT,
             "messageId": self.new_id(),
             "toolCallId": call_id,
-            "content": output if isinstance(output, str) else encode_chunk(output)[:-1].decode(),
+            "content": output if isinstance(output, str) else json_value(output).decode(),
             "role": "tool",
         }
         if chunk.get("status") == "error":

@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
+import orjson
 import pytest
 from _ui_samples import APPROVAL, EVERYTHING, SECRET, failing, turn
 from ag_ui.core import Event, EventType, RunFinishedEvent
@@ -214,3 +215,29 @@ def test_an_approval_payload_maps_to_the_decision_it_stands_for(payload: dict[st
 def test_an_approval_payload_approves_only_with_a_json_true(payload: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         ApprovalPayload.model_validate(payload)
+
+
+async def test_the_sse_body_is_byte_for_byte_what_ag_ui_protocols_own_encoder_writes() -> None:
+    # The route's frames are built by hand (a text token is a pre-built prefix + its JSON string), so the
+    # bytes are pinned against ``ag_ui.encoder.EventEncoder`` over the same events parsed into its models.
+    from ag_ui.encoder import EventEncoder
+
+    from ai_utils.streaming._ag_ui import AgUiEncoder
+    from ai_utils.streaming._ui import aencode_events
+
+    async def source() -> AsyncIterator[Any]:
+        for chunk in EVERYTHING:
+            yield chunk
+
+    body = b"".join([frame async for frame in aencode_events(AgUiEncoder(thread_id="t", run_id="r"), source())])
+    frames = [frame for frame in body.split(b"\n\n") if frame]
+    library = EventEncoder()
+    for frame in frames:
+        assert frame.startswith(b"data: ")
+        event = EVENT.validate_json(frame[len(b"data: ") :])
+        ours = orjson.loads(frame[len(b"data: ") :])
+        if ours["type"].startswith("TEXT_MESSAGE"):  # the frames the hot path writes: the very same bytes
+            assert library.encode(event).encode() == frame + b"\n\n"
+        else:  # other events may order their keys differently from the models' field order
+            assert orjson.loads(library.encode(event)[len("data: ") :]) == ours
+    assert sum(b'"TEXT_MESSAGE_CONTENT"' in frame for frame in frames) >= 2  # the hand-built token frames are in it
