@@ -56,6 +56,8 @@ __all__ = [
     "CallStep",
     "ModelCallRepair",
     "ThreadRepair",
+    "akeeping_steers",
+    "keeping_steers",
     "repair_messages",
     "unanswered_calls",
 ]
@@ -258,7 +260,45 @@ class ModelCallRepair(AgentMiddleware[AgentState[Any], Any, Any]):
 
 
 STORED_STEERS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("ai_utils_stored_steers", default=None)
-"""Set by a durable session's model-call hook around the call: the ids of the joined steers this step stored."""
+"""Set by a steering model-call hook around the call: the ids of the joined steers the repair hook stored."""
+
+
+def keeping_steers(
+    request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse], joined: list[HumanMessage]
+) -> Any:
+    """Call the model with steers ``joined`` to ``request``; steers the repair hook did not store are kept after it.
+
+    The steering hooks of durable sessions and loops share this: a hook inside that answers without calling the
+    model (a guardrail's block) would otherwise drop an accepted steer.
+    """
+    stored: list[str] = []
+    reset = STORED_STEERS.set(stored)
+    try:
+        response = handler(request)
+    finally:
+        STORED_STEERS.reset(reset)
+    return _kept(response, joined, stored)
+
+
+async def akeeping_steers(
+    request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]], joined: list[HumanMessage]
+) -> Any:
+    """Async twin of `keeping_steers`."""
+    stored: list[str] = []
+    reset = STORED_STEERS.set(stored)
+    try:
+        response = await handler(request)
+    finally:
+        STORED_STEERS.reset(reset)
+    return _kept(response, joined, stored)
+
+
+def _kept(response: Any, joined: list[HumanMessage], stored: list[str]) -> Any:
+    """The call's result, with the joined steers the repair hook did not store added after the answer."""
+    missing = [m for m in joined if m.id not in stored]
+    if not missing:
+        return response
+    return ExtendedModelResponse(model_response=response, command=Command(update={"messages": missing}))
 
 
 def _joined_steers(request: ModelRequest) -> list[AnyMessage]:

@@ -15,13 +15,11 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
 from langgraph.config import get_config
-from langgraph.types import Command
 
 from ai_utils._run.hooks import awaited
-from ai_utils._run.repair import STORED_STEERS, CallStep, ModelCallRepair
+from ai_utils._run.repair import CallStep, ModelCallRepair, akeeping_steers, keeping_steers
 from ai_utils.loops._store import LoopRunStore
 from ai_utils.streaming._adapter import STEER_KEY
 
@@ -89,15 +87,7 @@ class LoopSteering(AgentMiddleware[AgentState[Any], Any, Any]):
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         """Join the queued steers, then call the model."""
         request, joined = self.joining(request)
-        if not joined:
-            return handler(request)
-        stored: list[str] = []
-        reset = STORED_STEERS.set(stored)
-        try:
-            response = handler(request)
-        finally:
-            STORED_STEERS.reset(reset)
-        return _kept(response, joined, stored)
+        return keeping_steers(request, handler, joined) if joined else handler(request)
 
     def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
@@ -106,30 +96,7 @@ class LoopSteering(AgentMiddleware[AgentState[Any], Any, Any]):
         request, joined = self.joining(request)
         if not joined:
             return awaited(handler(request))
-        return self._ajoined(request, handler, joined)
-
-    async def _ajoined(
-        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]], joined: Any
-    ) -> Any:
-        stored: list[str] = []
-        reset = STORED_STEERS.set(stored)
-        try:
-            response = await handler(request)
-        finally:
-            STORED_STEERS.reset(reset)
-        return _kept(response, joined, stored)
-
-
-def _kept(response: Any, joined: list[HumanMessage], stored: list[str]) -> Any:
-    """The call's result, with the joined steers stored after it when the repair hook did not store them.
-
-    That happens only when a hook inside answered without calling the model (a guardrail's block): the steer is
-    kept (nothing accepted is lost), after that answer.
-    """
-    missing = [m for m in joined if m.id not in stored]
-    if not missing:
-        return response
-    return ExtendedModelResponse(model_response=response, command=Command(update={"messages": missing}))
+        return akeeping_steers(request, handler, joined)
 
 
 class LoopStepRepair(ModelCallRepair):

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -38,7 +37,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from ai_utils._run.hooks import awaited, ready
-from ai_utils._run.repair import REPAIR_NAME, STORED_STEERS, ThreadRepair, repair_messages
+from ai_utils._run.repair import REPAIR_NAME, ThreadRepair, akeeping_steers, keeping_steers, repair_messages
 from ai_utils.streaming._adapter import STEER_KEY
 from ai_utils.tools.durable import EXECUTION_ID, declared_idempotent
 
@@ -165,18 +164,6 @@ def _joining(request: ModelRequest) -> tuple[ModelRequest, list[HumanMessage]]:
     return _noted(turn, request), joined
 
 
-def _kept(response: Any, joined: list[HumanMessage], stored: list[str]) -> Any:
-    """The call's result, with the joined steers stored after the answer when the repair step did not store them.
-
-    That happens only when a hook inside answered without calling the model (a guardrail's block): the steer is kept
-    (nothing accepted is lost), after that answer.
-    """
-    missing = [m for m in joined if m.id not in stored]
-    if not missing:
-        return response
-    return ExtendedModelResponse(model_response=response, command=Command(update={"messages": missing}))
-
-
 def _joined(turn: TurnContext, messages: Sequence[Any]) -> list[HumanMessage]:
     """The steers that join the turn now (those it took earlier and the thread lacks, after a crash, first)."""
     steers = turn.store.take_steers(
@@ -233,15 +220,7 @@ class SessionHooks(AgentMiddleware[AgentState[Any], Any, Any]):
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         """Join the queued steers, stop at ``yield_at``; run the call on the session's model and instructions."""
         request, joined = _joining(request)
-        if not joined:
-            return handler(request)
-        stored: list[str] = []
-        reset = STORED_STEERS.set(stored)
-        try:
-            response = handler(request)
-        finally:
-            STORED_STEERS.reset(reset)
-        return _kept(response, joined, stored)
+        return keeping_steers(request, handler, joined) if joined else handler(request)
 
     def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
@@ -250,18 +229,7 @@ class SessionHooks(AgentMiddleware[AgentState[Any], Any, Any]):
         request, joined = _joining(request)
         if not joined:
             return awaited(handler(request))
-        return self._ajoined(request, handler, joined)
-
-    async def _ajoined(
-        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]], joined: Any
-    ) -> Any:
-        stored: list[str] = []
-        reset = STORED_STEERS.set(stored)
-        try:
-            response = await handler(request)
-        finally:
-            STORED_STEERS.reset(reset)
-        return _kept(response, joined, stored)
+        return akeeping_steers(request, handler, joined)
 
     def is_idempotent(self, request: ToolCallRequest) -> bool:
         """The tool's declaration (metadata first, then the agent's table; undeclared counts as not)."""
