@@ -43,6 +43,16 @@ def require_node_package(relative: str) -> Path:
     return path
 
 
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate ``proc``, killing it if it has not exited after 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def wait_http(url: str, *, timeout: float = 60.0, proc: subprocess.Popen[bytes] | None = None) -> None:
     deadline = time.monotonic() + timeout
     last: Exception | None = None
@@ -72,12 +82,7 @@ def running(
             raise RuntimeError(f"{cmd[0]} failed to start:\n{log.read().decode(errors='replace')[-4000:]}") from None
         yield
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import httpx
 import psycopg
-from _services import free_port, require_node_package
+from _services import free_port, require_node_package, stop_process
 
 _BOOTSTRAP = """
 do $$
@@ -148,12 +148,7 @@ def _start_proxy(rest_port: int, timeout: float = 30.0) -> tuple[subprocess.Pope
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop_process(proc)
     for pipe in (proc.stdin, proc.stdout):
         if pipe is not None:
             pipe.close()
