@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import importlib.resources
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Annotated, Any
@@ -248,6 +250,21 @@ def test_the_saver_sends_the_request_supabase_py_sends_and_follows_a_token_chang
     assert caught.value.code == "42501" and sent[-1].headers["authorization"] == f"Bearer {stack.anon_key}"
 
 
+@contextmanager
+def _client_of(handler: type[BaseHTTPRequestHandler]) -> Iterator[Any]:
+    """A Supabase client of a local stand-in server answering with ``handler`` (stopped on exit)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with httpx.Client(timeout=5) as http:
+            url = f"http://127.0.0.1:{server.server_address[1]}"
+            yield create_client(url, "key", options=ClientOptions(httpx_client=http))
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_an_error_page_that_is_not_postgrest_json_names_the_status() -> None:
     # A gateway in front of PostgREST may answer with its own page (e.g. 502 text/html).
     class Gateway(BaseHTTPRequestHandler):
@@ -263,19 +280,8 @@ def test_an_error_page_that_is_not_postgrest_json_names_the_status() -> None:
         def log_message(self, format: str, *args: object) -> None:
             return
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        with httpx.Client(timeout=5) as http:
-            client = create_client(
-                f"http://127.0.0.1:{server.server_address[1]}", "key", options=ClientOptions(httpx_client=http)
-            )
-            with pytest.raises(SupabaseCheckpointError, match="Bad Gateway") as caught:
-                SupabaseCheckpointSaver(client).put(_config("x"), _checkpoint("v"), {}, {})
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _client_of(Gateway) as client, pytest.raises(SupabaseCheckpointError, match="Bad Gateway") as caught:
+        SupabaseCheckpointSaver(client).put(_config("x"), _checkpoint("v"), {}, {})
     assert caught.value.code == "502"
 
 
@@ -353,18 +359,8 @@ def test_an_error_without_details_says_so_and_suggests_a_retry() -> None:
         def log_message(self, format: str, *args: object) -> None:
             return
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Bare)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        with httpx.Client(timeout=5) as http:
-            url = f"http://127.0.0.1:{server.server_address[1]}"
-            client = create_client(url, "key", options=ClientOptions(httpx_client=http))
-            with pytest.raises(SupabaseCheckpointError, match="no details. Retry") as caught:
-                SupabaseCheckpointSaver(client).get_tuple(_config("x"))
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _client_of(Bare) as client, pytest.raises(SupabaseCheckpointError, match="no details. Retry") as caught:
+        SupabaseCheckpointSaver(client).get_tuple(_config("x"))
     assert caught.value.code is None
 
 
