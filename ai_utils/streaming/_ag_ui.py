@@ -115,14 +115,15 @@ class AgUiEncoder(UIEncoder):
             events opens no run of its own.
     """
 
+    run_open = False
+    ran = False
+    message_id: str | None = None  # the assistant message the current step's tool calls belong to
+
     def __init__(self, *, thread_id: str | None = None, run_id: str | None = None, session: bool = False) -> None:
         super().__init__()
         self.thread_id = thread_id or fresh_id("thread")
         self.run_id = run_id or fresh_id("run")
         self.session = session
-        self.run_open = False
-        self.ran = False
-        self.message_id: str | None = None  # the assistant message the current step's tool calls belong to
         self.interrupts: list[dict[str, Any]] = []
 
     def _start_run(self, run_id: str | None = None) -> list[Event]:
