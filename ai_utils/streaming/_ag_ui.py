@@ -31,6 +31,7 @@ from ai_utils._optional import missing_extra
 from ai_utils.client import Decision, ErrorEvent, InterruptEvent
 from ai_utils.streaming._encode import json_value
 from ai_utils.streaming._ui import Event, UIEncoder, aevents, fresh_id, turn_error
+from ai_utils.streaming._ui import _text_json as _dumps
 
 try:
     from ag_ui.core import EventType
@@ -97,6 +98,14 @@ def approval_decision(payload: ApprovalPayload) -> Decision:
     return "approve"
 
 
+def _json_text(value: Any) -> str:
+    """``value`` as compact JSON text (tool arguments, a tool's output), with the NDJSON lines' fallbacks."""
+    try:
+        return _dumps(value).decode()
+    except TypeError:  # what plain orjson refuses
+        return json_value(value).decode()
+
+
 def _usage(usage: object) -> list[dict[str, int]] | None:
     if not usage or not isinstance(usage, Mapping):  # no usage (most runs) skips the ABC check
         return None
@@ -142,7 +151,7 @@ class AgUiEncoder(UIEncoder):
     def on_text(self, text: str) -> list[Event]:
         if self.text_id is not None:
             return [{"type": _TEXT_CONTENT, "messageId": self.text_id, "delta": text}]
-        out = self._in_run()
+        out = [] if self.run_open else self._in_run()  # the checks inline: no call when the run is open
         if self.reasoning_id is not None:
             out += self.on_reasoning_end()
         self.text_id = self.message_id = self.new_id()
@@ -174,23 +183,27 @@ class AgUiEncoder(UIEncoder):
         return [{"type": _REASONING_MESSAGE_END, "messageId": rid}, {"type": _REASONING_END, "messageId": rid}]
 
     def on_tool_start(self, call_id: str, name: str, args: Any) -> list[Event]:
-        out = self._in_run() + self.close_parts()
+        out = [] if self.run_open else self._in_run()
+        if self.text_id is not None or self.reasoning_id is not None:
+            out += self.close_parts()
         start: Event = {"type": _TOOL_START, "toolCallId": call_id, "toolCallName": name}
         if self.message_id is not None:
             start["parentMessageId"] = self.message_id
         out.append(start)
-        out.append({"type": _TOOL_ARGS, "toolCallId": call_id, "delta": json_value(args).decode()})
+        out.append({"type": _TOOL_ARGS, "toolCallId": call_id, "delta": _json_text(args)})
         out.append({"type": _TOOL_END, "toolCallId": call_id})
         return out
 
     def on_tool_end(self, call_id: str, name: str, chunk: Mapping[str, Any], started: bool) -> list[Event]:
-        out = self._in_run() + self.close_parts()
+        out = [] if self.run_open else self._in_run()
+        if self.text_id is not None or self.reasoning_id is not None:
+            out += self.close_parts()
         output = chunk.get("output")
         event: Event = {
             "type": _TOOL_RESULT,
             "messageId": self.new_id(),
             "toolCallId": call_id,
-            "content": output if isinstance(output, str) else json_value(output).decode(),
+            "content": output if isinstance(output, str) else _json_text(output),
             "role": "tool",
         }
         if chunk.get("status") == "error":
@@ -233,12 +246,12 @@ class AgUiEncoder(UIEncoder):
         return out
 
     def _finish(self, outcome: dict[str, Any] | None = None, usage: object = None) -> list[Event]:
-        out = self.close_parts()
+        out = self.close_parts() if self.text_id is not None or self.reasoning_id is not None else []
         if self.interrupts:
             outcome = {"type": "interrupt", "interrupts": self.interrupts}
         event: Event = {"type": _RUN_FINISHED, "threadId": self.thread_id, "runId": self.run_id}
         event["outcome"] = outcome or {"type": "success"}
-        entries = _usage(usage)
+        entries = _usage(usage) if usage else None
         if entries:
             event["usage"] = entries
         out.append(event)

@@ -49,12 +49,13 @@ class VercelEncoder(UIEncoder):
         known_tool_calls: tool call ids the client's message already holds (their results need no input part).
     """
 
+    started = False
+    finish_reason = "stop"
+
     def __init__(self, *, message_id: str | None = None, known_tool_calls: Collection[str] = ()) -> None:
         super().__init__()
         self.message_id = message_id
-        self.started = False
         self.shown: set[str] = set(known_tool_calls)
-        self.finish_reason = "stop"
 
     def _begin(self, message_id: str | None = None) -> list[Event]:
         if self.started:
@@ -66,7 +67,7 @@ class VercelEncoder(UIEncoder):
     def on_text(self, text: str) -> list[Event]:
         if self.text_id is not None:
             return [{"type": "text-delta", "id": self.text_id, "delta": text}]
-        out = self._begin()
+        out = self._begin() if not self.started else []  # the check inline: no call once started
         if self.reasoning_id is not None:
             out += self.on_reasoning_end()
         self.text_id = self.new_id()
@@ -102,10 +103,16 @@ class VercelEncoder(UIEncoder):
         return {"type": "tool-input-available", "toolCallId": call_id, "toolName": name, "input": args}
 
     def on_tool_start(self, call_id: str, name: str, args: Any) -> list[Event]:
-        return [*self._begin(), *self.close_parts(), self._input(call_id, name, args)]
+        out = self._begin() if not self.started else []
+        if self.text_id is not None or self.reasoning_id is not None:
+            out += self.close_parts()
+        out.append(self._input(call_id, name, args))
+        return out
 
     def on_tool_end(self, call_id: str, name: str, chunk: Mapping[str, Any], started: bool) -> list[Event]:
-        out = self._begin() + self.close_parts()
+        out = self._begin() if not self.started else []
+        if self.text_id is not None or self.reasoning_id is not None:
+            out += self.close_parts()
         if call_id not in self.shown:
             out.append(self._input(call_id, name, {}))
         output = chunk.get("output")
@@ -173,7 +180,9 @@ class VercelEncoder(UIEncoder):
         """Close what is open and finish the message."""
         if self.done:
             return []
-        out = self._begin() + self.close_parts()
+        out = self._begin() if not self.started else []
+        if self.text_id is not None or self.reasoning_id is not None:
+            out += self.close_parts()
         out.append({"type": "finish", "finishReason": self.finish_reason})
         self.done = True
         return out
