@@ -292,21 +292,21 @@ async def aencode_events(
     """
     iterator = aiter(lines)
     sent = False
-    # The open text part's whole delta frame with a ``%b`` for the token's JSON string, from the encoder's
-    # delta_prefix, read again after every feed (the only thing that changes it).
-    frame = b""
+    # While a text part is open: its delta frame's two ends (the encoder's delta_prefix, read again after every
+    # feed, the only thing that changes it, and the closing brace), so a token's frame is one join with the
+    # token's JSON string as the separator: no format string to parse, no tuple per token (callgrind: ~610
+    # instructions for the join against ~715 for a `%` into a pre-built frame, ~900 for the orjson call).
+    ends: tuple[bytes, bytes] | None = None
     prefix: bytes | None = None
     async with Closing(iterator):
         try:
             async for item in iterator:
-                if frame and isinstance(item, str):  # the hot path: one more token of open text
+                if ends is not None and isinstance(item, str):  # the hot path: one more token of open text
                     try:
                         text = _text_json(item)
                     except TypeError:  # what orjson refuses takes the NDJSON lines' fallback
                         text = json_value(item)
-                    # One `%` into the pre-built frame: no tuple, and not two `+` that each copy through the
-                    # buffer protocol (callgrind: ~1,700 instructions per token against ~1,850 and ~1,900).
-                    yield frame % text
+                    yield text.join(ends)
                     continue
                 if type(item) is dict and "cursor" in item and "chunk" in item and "kind" not in item:  # is_stream_line
                     cursor: int | None = item["cursor"]
@@ -315,7 +315,7 @@ async def aencode_events(
                     cursor, events = None, encoder.feed(item)
                 if encoder.delta_prefix is not prefix:
                     prefix = encoder.delta_prefix
-                    frame = prefix.replace(b"%", b"%%") + b"%b}\n\n" if prefix else b""
+                    ends = (prefix, b"}\n\n") if prefix else None
                 if events:
                     sent = True
                     yield _frames(events, cursor)  # one body part per chunk, however many events it made
