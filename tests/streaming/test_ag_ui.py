@@ -241,3 +241,37 @@ async def test_the_sse_body_is_byte_for_byte_what_ag_ui_protocols_own_encoder_wr
         else:  # other events may order their keys differently from the models' field order
             assert orjson.loads(library.encode(event)[len("data: ") :]) == ours
     assert sum(b'"TEXT_MESSAGE_CONTENT"' in frame for frame in frames) >= 2  # the hand-built token frames are in it
+
+
+async def test_session_frames_carry_each_lines_cursor_and_values_json_refuses_take_the_ndjson_fallbacks() -> None:
+    # A stored line's events are one body part whose last frame carries the line's cursor as its SSE id; an
+    # event orjson refuses as it is (a non-str key, a path) is written as the NDJSON lines write it.
+    from pathlib import PurePosixPath
+
+    from ai_utils.streaming._ag_ui import AgUiEncoder
+    from ai_utils.streaming._encode import json_value
+    from ai_utils.streaming._ui import aencode_events
+
+    lines = [
+        {"cursor": 1, "chunk": {"kind": "turn_start", "turn_id": "t1"}},
+        {"cursor": 2, "chunk": "Hi"},
+        {"cursor": 3, "chunk": {"kind": "custom", "data": {1: PurePosixPath("/tmp/x")}}},
+        {"cursor": 4, "chunk": {"kind": "turn_end", "turn_id": "t1", "stop_reason": "end_turn"}},
+    ]
+
+    async def source() -> AsyncIterator[Any]:
+        for line in lines:
+            yield line
+
+    parts = [part async for part in aencode_events(AgUiEncoder(thread_id="s", session=True), source())]
+    expected_encoder = AgUiEncoder(thread_id="s", session=True)
+    expected = []
+    for line in lines:
+        frames = [
+            b"data: " + json_value(event) + b"\n\n" for event in expected_encoder.feed(line["chunk"], line["cursor"])
+        ]
+        frames[-1] = b"id: %d\n" % line["cursor"] + frames[-1]
+        expected.append(b"".join(frames))
+    assert parts == expected
+    assert b'"value":{"data":{"1":"/tmp/x"}}' in parts[2]
+    assert parts[1].count(b"data: ") == 2 and parts[1].count(b"id: 2\n") == 1  # TEXT_MESSAGE_START, _CONTENT
