@@ -50,9 +50,8 @@ except ImportError:  # pragma: no cover - orjson comes with langsmith
     _fast_loads = None  # type: ignore[assignment]
 
 
-def loads(text: str) -> Any:
-    """Parse a stored JSON value (orjson when installed)."""
-    return json.loads(text) if _fast_loads is None else _fast_loads(text)
+loads: Any = json.loads if _fast_loads is None else _fast_loads
+"""Parse a stored JSON value (orjson when installed)."""
 
 
 SCHEMA = (

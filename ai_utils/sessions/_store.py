@@ -229,7 +229,16 @@ class SessionStore(Inputs):
                 "ORDER BY cursor LIMIT ?",
                 (session_id, after, limit),
             )
-            return [(int(r[0]), str(r[1]), str(r[2])) for r in cur.fetchall()]
+            return cur.fetchall()  # (int, str, str) rows from both dialects' drivers
+
+    def read_lines(self, session_id: str, after: int, limit: int = 1000) -> list[tuple[int, str]]:
+        """Log lines after ``after`` without their turn: ``[(cursor, line)]`` (what a session's stream replays)."""
+        with self.db.read() as cur:
+            cur.execute(
+                "SELECT cursor, line FROM ai_utils_log WHERE session_id = ? AND cursor > ? ORDER BY cursor LIMIT ?",
+                (session_id, after, limit),
+            )
+            return cur.fetchall()
 
     def last_cursor(self, session_id: str) -> int:
         """The session's last stored cursor (0 for a new session)."""
