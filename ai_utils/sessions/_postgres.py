@@ -22,7 +22,7 @@ from typing import Any
 
 from ai_utils.memory.postgres import PostgresCheckpointSaver
 from ai_utils.sessions._fence import FENCE, FencedWrites, check_fence
-from ai_utils.sessions._schema import ADDED_COLUMNS, Cursor, SaverDb
+from ai_utils.sessions._schema import ADDED_COLUMNS, SCHEMA, Cursor, SaverDb
 from ai_utils.sessions._store import SessionStore
 
 __all__ = ["PostgresSessions", "postgres_sessions"]
@@ -152,11 +152,14 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
             yield _PgCursor(cur)
 
     def setup(self, statements: Sequence[str]) -> None:
-        """Create the tables unless they are all there already.
+        """Create the store's tables unless they are all there already (any other statements: as `SaverDb`).
 
         Checked first with a plain read: ``CREATE INDEX IF NOT EXISTS`` locks its table even when the index exists,
         which deadlocks against the turns of workers already running (a worker joining a busy cluster).
         """
+        if statements is not SCHEMA:  # another schema on the same database (the server's owner rows)
+            super().setup(statements)
+            return
         names = [*_TABLES, "ai_utils_turns_open", "ai_utils_sessions_lease"]
         added = [(t, c) for t, cols in ADDED_COLUMNS.items() for c in cols]
         with self.read() as cur:
