@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from typing import Any
 
 import anyio.to_thread
@@ -117,6 +118,26 @@ class _AdvisoryRunLocks(RunLocks):
             self._drop()
 
 
+class _FreshCheck:
+    """A pool ``check`` that skips the liveness round trip for a connection handed out within ``seconds``.
+
+    The pool takes back only connections that are still healthy (a broken one is discarded when it comes back), so
+    one in use a moment ago is as likely alive as one that just passed the check (the server may go away right
+    after either; a statement on a broken connection fails and the pool replaces it).
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._given: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+    def __call__(self, conn: Any) -> None:
+        now = time.monotonic()
+        given = self._given.get(conn)
+        if given is None or now - given > self.seconds:
+            ConnectionPool.check_connection(conn)
+        self._given[conn] = now
+
+
 class PostgresCheckpointSaver(Closeable, ThreadedAsyncSaver, PostgresSaver):
     """LangGraph's ``PostgresSaver`` on a connection pool, usable from sync and async runs.
 
@@ -137,6 +158,10 @@ class PostgresCheckpointSaver(Closeable, ThreadedAsyncSaver, PostgresSaver):
 
     run_locks: RunLocks | None
     """The cross-process run lock of each thread."""
+
+    fresh_seconds: float = 0.0
+    """A pooled connection given back this recently is handed out again without the pool's liveness check (a round
+    trip per checkout); ``0``: always checked."""
 
     def __init__(
         self,
@@ -159,7 +184,7 @@ class PostgresCheckpointSaver(Closeable, ThreadedAsyncSaver, PostgresSaver):
             min_size=min_size,
             max_size=max_size,
             kwargs=_CONNECT_KWARGS,
-            check=ConnectionPool.check_connection,
+            check=ConnectionPool.check_connection if self.fresh_seconds <= 0 else _FreshCheck(self.fresh_seconds),
             open=False,
             timeout=timeout,
         )

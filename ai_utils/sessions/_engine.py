@@ -71,6 +71,7 @@ class Signal:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self.control = threading.Event()  # set on every control publish (the keeper waits on it)
+        self._controlled: set[str] | None = set()  # sessions with a control publish since the keeper looked
         self._versions: dict[str, int] = {}
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
 
@@ -88,8 +89,37 @@ class Signal:
             self._versions[session_id] = self._versions.get(session_id, 0) + 1
             self._cond.notify_all()
             if session_id.endswith(_CONTROL):
+                self._control(session_id)
                 self.control.set()
             waiters = self._waiters.pop(session_id, [])
+        self._wake_all(waiters)
+
+    def publish_all(self) -> None:
+        """Wake every waiter (a lost connection may have dropped notifications: everyone looks again)."""
+        with self._cond:
+            for key in list(self._versions) + list(self._waiters):
+                self._versions[key] = self._versions.get(key, 0) + 1
+            self._controlled = None
+            self._cond.notify_all()
+            self.control.set()
+            waiters = [w for ws in self._waiters.values() for w in ws]
+            self._waiters.clear()
+        self._wake_all(waiters)
+
+    def _control(self, key: str) -> None:
+        if self._controlled is not None:
+            self._controlled.add(key[: -len(_CONTROL)])
+            if len(self._controlled) > _MAX_VERSIONS:  # nobody looked for long: look at everything next time
+                self._controlled = None
+
+    def take_controlled(self) -> set[str] | None:
+        """The sessions with a control publish since the last call (``None``: maybe any)."""
+        with self._cond:
+            taken, self._controlled = self._controlled, set()
+        return taken
+
+    @staticmethod
+    def _wake_all(waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]) -> None:
         for loop, future in waiters:
             if _on(loop):
                 _wake(future)
@@ -289,22 +319,44 @@ class Engine:
                 self._kicks.pop(session_id, None)
             raise
 
-    async def _work(self, session_id: str) -> None:
+    async def _claim(self, session_id: str) -> tuple[int, str | None] | None:
+        """Take the session's lease, waiting while another worker holds it; ``None`` once it has no work left.
+
+        Another worker's lease is waited for: woken when it is given back (at once in this process and, on Postgres,
+        by ``NOTIFY``; a listener that lost its connection wakes every waiter when it is back), or when it runs out,
+        or when its holder is seen dead on this host (a local check, no query). A wake-up first asks whether any
+        work is left: usually the worker that gave the lease back ran every queued turn.
+        """
         store, io = self.store, self.io
+        notified = store.kind == "postgres"
         delay = store.poll_seconds
-        # With NOTIFY a lease given back wakes us at once: the poll only has to notice a worker that died.
-        cap = min(max(store.lease_seconds / 3, 0.5), 5.0) if store.kind == "postgres" else 0.5
+        cap = min(max(store.lease_seconds / 3, 0.5), 5.0) if notified else 0.5
         key = control(session_id)
+        woken = False
         while True:
             seen = self.signal.version(key)
-            claimed = await io(store.claim, session_id)
-            if claimed is not None:
-                break
-            if not await io(store.busy, session_id):
-                return
-            # Another worker runs it: woken when it gives the lease back; its expiry (or death) is the takeover.
-            await self.signal.await_version(key, seen, delay)
-            delay = min(delay * 1.5, cap)
+            if woken and not await io(store.busy, session_id):
+                return None
+            got = await io(store.try_claim, session_id)
+            if isinstance(got, tuple):
+                return got
+            if not got.busy:
+                return None
+            while True:
+                await self.signal.await_version(key, seen, delay)
+                delay = min(delay * 1.5, cap)
+                woken = self.signal.version(key) != seen
+                if woken or not notified or time.time() >= got.until or got.holder is None:
+                    break
+                if got.holder is not None and got.holder.dead_here():
+                    break
+
+    async def _work(self, session_id: str) -> None:
+        store, io = self.store, self.io
+        key = control(session_id)
+        claimed = await self._claim(session_id)
+        if claimed is None:
+            return
         token, took_from = claimed
         if took_from is not None:
             logger.info("Session %r: its worker %s died on this host; continuing its turn now", session_id, took_from)
@@ -377,17 +429,23 @@ class Engine:
         store = self.store
         every = max(store.lease_seconds / 3, 0.02)
         renew_at = time.monotonic() + every
+        look_at = time.monotonic() + store.control_seconds
         while self._keeping:
             self.signal.control.wait(min(store.control_seconds, every))
             self.signal.control.clear()
             with self._lock:
                 held = dict(self._held)
                 running = {sid: getattr(task, "turn_seq", None) for sid, (_, task) in self._running.items()}
+            controlled = self.signal.take_controlled()
             if not held:
                 renew_at = time.monotonic() + every
                 continue
+            # Cancels sent from other processes: at once for a session it runs that got a control notification,
+            # else every control_seconds (a notification may be lost).
+            due = controlled is None or time.monotonic() >= look_at
             try:
-                if running:
+                if running and (due or not controlled.isdisjoint(running)):  # type: ignore[union-attr]
+                    look_at = time.monotonic() + store.control_seconds
                     cancelled = store.cancel_seqs()
                     for session_id, seq in running.items():
                         if seq is not None and cancelled.get(session_id, 0) >= seq:
@@ -396,7 +454,12 @@ class Engine:
                     renew_at = time.monotonic() + every
                     renewed = store.renew_all()
                     with self._lock:
-                        still = {sid: token for sid, token in held.items() if self._held.get(sid) == token}
+                        # Still held: not given back meanwhile (a turn's end gives it back before its driver lets go).
+                        still = {
+                            sid: token
+                            for sid, token in held.items()
+                            if self._held.get(sid) == token and store.leases.get(sid) == token
+                        }
                     for session_id, token in still.items():
                         if session_id not in renewed:
                             logger.warning("Session %r: lease taken over by another worker; stopping", session_id)

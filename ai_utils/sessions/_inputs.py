@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from ai_utils.exceptions import MessageIdInUseError, SessionBusyError, UserError
 from ai_utils.sessions._leases import Leases, returning
-from ai_utils.sessions._schema import MAX_STEERS, Cursor, SessionConfig, dumps, loads
+from ai_utils.sessions._schema import MAX_STEERS, Cursor, SessionConfig, another_cursor, dumps, loads
 
 __all__ = ["OPEN", "Accepted", "Inputs"]
 
@@ -48,14 +48,14 @@ def _queue_turn(cur: Cursor, turn_id: str, session_id: str, seq: int, message_id
     )
 
 
-def _earlier_input(cur: Cursor, session_id: str, message_id: str | None, kind: str) -> Any:
-    """The ``(kind, turn_id)`` row of the input ``message_id`` already names, or ``None``; refuses the other kind."""
-    if message_id is None:
-        return None
+def _ask_earlier_input(cur: Cursor, session_id: str, message_id: str) -> None:
     cur.execute(
         "SELECT kind, turn_id FROM ai_utils_inputs WHERE session_id = ? AND message_id = ?", (session_id, message_id)
     )
-    seen = cur.fetchone()
+
+
+def _earlier_input(seen: Any, session_id: str, message_id: str, kind: str) -> Any:
+    """The ``(kind, turn_id)`` row of the input ``message_id`` already names, or ``None``; refuses the other kind."""
     if seen is not None and (seen[0] != kind or (kind == "prompt" and seen[1] is None)):
         other = "steer" if kind == "prompt" else "prompt"
         raise MessageIdInUseError(
@@ -93,8 +93,20 @@ class Inputs(Leases):
     """The input half of `SessionStore`."""
 
     def _session(
-        self, cur: Cursor, session_id: str, agent: str, *, create: bool, config: SessionConfig | None = None
+        self,
+        cur: Cursor,
+        session_id: str,
+        agent: str,
+        *,
+        create: bool,
+        config: SessionConfig | None = None,
+        message_id: str | None = None,
+        kind: str = "prompt",
     ) -> tuple[Any, ...]:
+        """Lock the session row: ``(agent, lease_token, last_cursor, next_seq, busy, yielded, earlier input)``.
+
+        The earlier input ``message_id`` names (see `_earlier_input`) is read after the lock, in the same round trip.
+        """
         if create:
             # Insert first: two processes creating one session at once must not both find it missing.
             cur.execute(
@@ -110,6 +122,10 @@ class Inputs(Leases):
             "FROM ai_utils_sessions s WHERE session_id = ?" + self.db.for_update,
             (session_id,),
         )
+        earlier = None
+        if message_id is not None:
+            earlier = another_cursor(cur)  # queued behind the lock (Postgres pipeline): no round trip of its own
+            _ask_earlier_input(earlier, session_id, message_id)
         row = cur.fetchone()
         if row is None:
             raise UserError(f"There is no session {session_id!r} in this store; prompt it first to create it.")
@@ -119,7 +135,10 @@ class Inputs(Leases):
                 f"agent with name={row[0]!r} (a session keeps the name of the agent that created it)."
             )
         check_config(session_id, (row[4], row[5]), config)
-        return (*row[:4], bool(row[6]), bool(row[7]))
+        seen = None
+        if earlier is not None and message_id is not None:
+            seen = _earlier_input(earlier.fetchone(), session_id, message_id, kind)
+        return (*row[:4], bool(row[6]), bool(row[7]), seen)
 
     def session_row(self, session_id: str) -> tuple[str, str | None, str | None] | None:
         """``(agent, model, instructions)`` of a stored session, or ``None`` when it does not exist yet."""
@@ -152,10 +171,9 @@ class Inputs(Leases):
         """
         body = dumps(payload)
         with self.db.write() as cur:
-            _, _, last_cursor, next_seq, busy, yielded = self._session(
-                cur, session_id, agent, create=True, config=config
+            _, _, last_cursor, next_seq, busy, yielded, seen = self._session(
+                cur, session_id, agent, create=True, config=config, message_id=message_id
             )
-            seen = _earlier_input(cur, session_id, message_id, "prompt")
             if seen is not None and message_id is not None:
                 return Accepted(str(seen[1]), message_id, True, int(last_cursor), 0)
             if on_busy == "reject":
@@ -224,8 +242,9 @@ class Inputs(Leases):
             ``(message_id, turn_id)``; ``turn_id`` is set when the steer became a turn of its own.
         """
         with self.db.write() as cur:
-            _, _, _, next_seq, open_turns, _ = self._session(cur, session_id, agent, create=True, config=config)
-            seen = _earlier_input(cur, session_id, message_id, "steer")
+            _, _, _, next_seq, open_turns, _, seen = self._session(
+                cur, session_id, agent, create=True, config=config, message_id=message_id, kind="steer"
+            )
             if seen is not None and message_id is not None:
                 return message_id, seen[1]
             message_id = message_id or uuid.uuid4().hex

@@ -17,22 +17,35 @@ from ai_utils.exceptions import SessionFencedError
 from ai_utils.sessions._holder import Holder, host_id
 from ai_utils.sessions._schema import Cursor, Db
 
-__all__ = ["Leases", "Orphans", "returning"]
+__all__ = ["Held", "Leases", "Orphans", "returning"]
 
 _OPEN = "('queued', 'running', 'resume')"
 
 
 def returning(db: Db, *columns: str, notify: str = "") -> str:
-    """A ``RETURNING`` clause for the columns, plus the dialect's notification (``"lines"`` or ``"control"``).
+    """A ``RETURNING`` clause for the columns, plus the dialect's notification.
 
-    A Postgres ``NOTIFY`` rides on the statement this way, costing no round trip of its own.
+    ``notify`` is ``"lines"`` (lines were stored), ``"ends"`` (lines ending a turn) or ``"control"``. A Postgres
+    ``NOTIFY`` rides on the statement this way, costing no round trip of its own.
     """
     exprs = list(columns)
     if notify:
-        expr = db.notify if notify == "lines" else db.notify_control
+        expr = {"lines": db.notify, "ends": db.notify_ends, "control": db.notify_control}[notify]
         if expr:
             exprs.append(expr)
     return f" RETURNING {', '.join(exprs)}" if exprs else ""
+
+
+@dataclass(frozen=True)
+class Held:
+    """A lease `Leases.try_claim` could not take."""
+
+    holder: Holder | None
+    """Who holds it (``None``: unknown, or another worker took it just now)."""
+    until: float
+    """Its expiry (unix time) unless renewed."""
+    busy: bool
+    """Whether the session has an open turn or a waiting steer (else there is nothing to wait for)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,11 @@ class Leases:
         Returns:
             ``(token, previous holder)`` (the holder only when it was a dead local process), else ``None``.
         """
+        got = self.try_claim(session_id)
+        return got if isinstance(got, tuple) else None
+
+    def try_claim(self, session_id: str) -> tuple[int, str | None] | Held:
+        """`claim`, or (not taken) who holds the lease, until when, and whether the session has work at all."""
         now = time.time()
         until = now + self.lease_seconds
         took_from = None
@@ -72,12 +90,18 @@ class Leases:
             row = cur.fetchone()
             if row is None:
                 cur.execute(
-                    "SELECT lease_owner, lease_token FROM ai_utils_sessions WHERE session_id = ?", (session_id,)
+                    "SELECT lease_owner, lease_token, lease_until, "
+                    f"EXISTS (SELECT 1 FROM ai_utils_turns WHERE session_id = s.session_id AND status IN {_OPEN}) "
+                    "OR EXISTS (SELECT 1 FROM ai_utils_inputs WHERE session_id = s.session_id AND kind = 'steer' "
+                    "AND taken = 0) FROM ai_utils_sessions s WHERE session_id = ?",
+                    (session_id,),
                 )
                 held = cur.fetchone()
-                holder = Holder.parse(held[0]) if held is not None else None
+                if held is None:
+                    return Held(None, 0.0, False)
+                holder = Holder.parse(held[0])
                 if holder is None or not holder.dead_here():
-                    return None
+                    return Held(holder, float(held[2]), bool(held[3]))
                 # Its holder died on this host: take it over now (only if nobody else did meanwhile).
                 cur.execute(
                     "UPDATE ai_utils_sessions SET lease_owner = ?, lease_token = lease_token + 1, lease_until = ? "
@@ -86,7 +110,7 @@ class Leases:
                 )
                 row = cur.fetchone()
                 if row is None:
-                    return None
+                    return Held(None, 0.0, True)  # taken by another worker just now
                 took_from = str(held[0])
             token = int(row[0])
         self.leases[session_id] = token
@@ -123,18 +147,27 @@ class Leases:
     def fenced(self, session_id: str, token: int) -> Iterator[tuple[Cursor, int]]:
         """A write transaction that holds only while ``token`` is the session's lease: ``(cursor, last_cursor)``."""
         with self.db.write() as cur:
-            cur.execute(
-                "SELECT lease_token, last_cursor FROM ai_utils_sessions WHERE session_id = ?" + self.db.for_update,
-                (session_id,),
+            yield cur, self.check_fence(cur, session_id, token)[0]
+
+    def check_fence(self, cur: Cursor, session_id: str, token: int) -> tuple[int, int]:
+        """Lock the session row in write transaction ``cur``; ``(last_cursor, cancel_seq)`` while ``token`` holds.
+
+        Raises:
+            SessionFencedError: ``token`` is no longer the session's lease (the transaction is rolled back).
+        """
+        cur.execute(
+            "SELECT lease_token, last_cursor, cancel_seq FROM ai_utils_sessions WHERE session_id = ?"
+            + self.db.for_update,
+            (session_id,),
+        )
+        row = cur.fetchone()
+        if row is None or int(row[0]) != token:
+            raise SessionFencedError(
+                f"Session {session_id!r} was taken over by another worker (lease token {token} is stale); "
+                "this worker's writes are refused.",
+                session_id=session_id,
             )
-            row = cur.fetchone()
-            if row is None or int(row[0]) != token:
-                raise SessionFencedError(
-                    f"Session {session_id!r} was taken over by another worker (lease token {token} is stale); "
-                    "this worker's writes are refused.",
-                    session_id=session_id,
-                )
-            yield cur, int(row[1])
+        return int(row[1]), int(row[2])
 
     def lease_free(self, session_id: str) -> bool:
         """Whether a worker may take the session now: nobody holds its lease, it expired, or its holder died here."""

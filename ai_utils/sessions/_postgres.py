@@ -22,7 +22,7 @@ from typing import Any
 
 from ai_utils.memory.postgres import PostgresCheckpointSaver
 from ai_utils.sessions._fence import FENCE, FencedWrites, check_fence
-from ai_utils.sessions._schema import Cursor, SaverDb
+from ai_utils.sessions._schema import ADDED_COLUMNS, SCHEMA, Cursor, SaverDb
 from ai_utils.sessions._store import SessionStore
 
 __all__ = ["PostgresSessions", "postgres_sessions"]
@@ -30,12 +30,16 @@ __all__ = ["PostgresSessions", "postgres_sessions"]
 logger = logging.getLogger("ai_utils.sessions")
 
 _SETUP_KEY = 0x61695F73657373  # "ai_sess"
+_TABLES = ("ai_utils_sessions", "ai_utils_inputs", "ai_utils_turns", "ai_utils_log", "ai_utils_calls")
 CHANNEL = "ai_utils_sessions"
 _CONTROL = "c|"  # payload prefix of a control notification (a cancel, an interrupting prompt, a lease given back)
+_ENDS = "e|"  # payload prefix of the lines that end a turn (what result() waits for)
 
 
 class _FencedPostgresSaver(FencedWrites, PostgresCheckpointSaver):
     """`PostgresCheckpointSaver` whose writes for a leased session check the lease in the same transaction."""
+
+    fresh_seconds = 1.0
 
     @contextlib.contextmanager
     def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
@@ -46,13 +50,43 @@ class _FencedPostgresSaver(FencedWrites, PostgresCheckpointSaver):
             return
         from psycopg.rows import dict_row
 
-        with self.pool.connection() as conn, conn.transaction(), conn.cursor(binary=True, row_factory=dict_row) as cur:
+        with self.pool.connection() as conn, _transaction(conn) as raw:
             # FOR KEY SHARE: a takeover changes lease_token, a key column (unique index), so it waits for this write
-            # to commit; a lease renewal or a cursor update changes no key and need not wait.
-            cur.execute("SELECT lease_token FROM ai_utils_sessions WHERE session_id = %s FOR KEY SHARE", (fence[0],))
-            row = cur.fetchone()
-            check_fence(fence, None if row is None else row["lease_token"])
-            yield cur
+            # to commit; a lease renewal or a cursor update changes no key and need not wait. The token is read
+            # with the writes queued behind it and checked before the commit (a stale worker's writes roll back).
+            raw.execute("SELECT lease_token FROM ai_utils_sessions WHERE session_id = %s FOR KEY SHARE", (fence[0],))
+            with conn.cursor(binary=True, row_factory=dict_row) as cur:
+                yield cur
+            row = raw.fetchone()
+            check_fence(fence, None if row is None else row[0])
+
+
+@contextlib.contextmanager
+def _transaction(conn: Any) -> Iterator[Any]:
+    """One transaction in pipeline mode: its statements go out together, one round trip up to the commit.
+
+    Only reading a result waits for the server (a flush, still inside the transaction). Committed at the end of the
+    block, rolled back when it raises (or a statement failed).
+    """
+    import psycopg
+    from psycopg import pq
+    from psycopg.rows import tuple_row
+
+    try:
+        with conn.pipeline(), conn.cursor(row_factory=tuple_row) as cur:
+            cur.execute("BEGIN")
+            try:
+                yield cur
+            except psycopg.Error:
+                raise  # a statement failed: the server skips the rest; rolled back below
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+    except BaseException:
+        if conn.pgconn.transaction_status in (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR):
+            conn.rollback()
+        raise
 
 
 class _PgCursor:
@@ -67,16 +101,28 @@ class _PgCursor:
     def fetchone(self) -> Any:
         return self._cur.fetchone()
 
+    def another(self) -> _PgCursor:
+        """A second cursor on the same connection (and transaction)."""
+        return _PgCursor(self._cur.connection.cursor(row_factory=self._cur.row_factory))
+
     def fetchall(self) -> list[Any]:
         return list(self._cur.fetchall())
 
     @property
     def rowcount(self) -> int:
+        self._results()
         return int(self._cur.rowcount)
 
     @property
     def description(self) -> Any:
+        self._results()
         return self._cur.description
+
+    def _results(self) -> None:
+        """In pipeline mode: wait for the results of the statements sent so far."""
+        pipeline = self._cur.connection._pipeline
+        if pipeline is not None:
+            pipeline.sync()
 
 
 class _PgDb(SaverDb[_FencedPostgresSaver]):
@@ -85,6 +131,7 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
     for_update = " FOR UPDATE"
     notify = f"pg_notify('{CHANNEL}', session_id)"
     notify_control = f"pg_notify('{CHANNEL}', '{_CONTROL}' || session_id)"
+    notify_ends = f"pg_notify('{CHANNEL}', '{_ENDS}' || session_id)"
 
     def __init__(self, saver: _FencedPostgresSaver, conn_string: str) -> None:
         super().__init__(saver)
@@ -94,9 +141,7 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Cursor]:
-        from psycopg.rows import tuple_row
-
-        with self.saver.pool.connection() as conn, conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+        with self.saver.pool.connection() as conn, _transaction(conn) as cur:
             yield _PgCursor(cur)
 
     @contextlib.contextmanager
@@ -105,6 +150,29 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
 
         with self.saver.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
             yield _PgCursor(cur)
+
+    def setup(self, statements: Sequence[str]) -> None:
+        """Create the store's tables unless they are all there already (any other statements: as `SaverDb`).
+
+        Checked first with a plain read: ``CREATE INDEX IF NOT EXISTS`` locks its table even when the index exists,
+        which deadlocks against the turns of workers already running (a worker joining a busy cluster).
+        """
+        if statements is not SCHEMA:  # another schema on the same database (the server's owner rows)
+            super().setup(statements)
+            return
+        names = [*_TABLES, "ai_utils_turns_open", "ai_utils_sessions_lease"]
+        added = [(t, c) for t, cols in ADDED_COLUMNS.items() for c in cols]
+        with self.read() as cur:
+            cur.execute(
+                "SELECT " + " AND ".join(["to_regclass(?) IS NOT NULL"] * len(names)) + ", (SELECT count(*) FROM "
+                "information_schema.columns WHERE table_schema = current_schema() AND (table_name, column_name) IN ("
+                + ", ".join(["(?, ?)"] * len(added))
+                + "))",
+                (*names, *(x for pair in added for x in pair)),
+            )
+            present, columns = cur.fetchone()
+        if not (present and columns == len(added)):
+            super().setup(statements)
 
     def lock_setup(self, cur: Cursor) -> None:
         """Concurrent ``CREATE TABLE IF NOT EXISTS`` race in Postgres: one setup at a time, per database."""
@@ -158,6 +226,8 @@ class _Listener:
             try:
                 with psycopg.connect(self._conn_string, autocommit=True) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
+                    if self.ready.is_set():
+                        self._signal.publish_all()  # back after a lost connection: what it missed, all look again
                     self.ready.set()
                     delay = 0.1
                     while not self._stop.is_set():
@@ -165,9 +235,11 @@ class _Listener:
                             payload = note.payload
                             if payload.startswith(_CONTROL):
                                 self._signal.publish(control(payload[len(_CONTROL) :]))
+                            elif payload.startswith(_ENDS):
+                                self._signal.publish(payload[len(_ENDS) :])
+                                self._signal.publish(turn_ends(payload[len(_ENDS) :]))
                             else:
                                 self._signal.publish(payload)
-                                self._signal.publish(turn_ends(payload))  # a line of a turn's end, maybe
             except Exception as error:  # the server went away: readers fall back to polling meanwhile
                 if self._stop.is_set():
                     return

@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from ai_utils._json import fast_json
 from ai_utils.exceptions import UserError
@@ -26,6 +26,7 @@ __all__ = [
     "SaverDb",
     "SessionConfig",
     "TurnRow",
+    "another_cursor",
     "check_cursor",
     "check_id",
     "dumps",
@@ -50,9 +51,8 @@ except ImportError:  # pragma: no cover - orjson comes with langsmith
     _fast_loads = None  # type: ignore[assignment]
 
 
-def loads(text: str) -> Any:
-    """Parse a stored JSON value (orjson when installed)."""
-    return json.loads(text) if _fast_loads is None else _fast_loads(text)
+loads: Any = json.loads if _fast_loads is None else _fast_loads
+"""Parse a stored JSON value (orjson when installed)."""
 
 
 SCHEMA = (
@@ -97,6 +97,14 @@ class Cursor(Protocol):
     def description(self) -> Any: ...
 
 
+def another_cursor(cur: Cursor) -> Cursor:
+    """A second cursor in ``cur``'s transaction (its own results: two queries can be sent before reading either)."""
+    another = getattr(cur, "another", None)
+    if another is not None:
+        return cast("Cursor", another())
+    return cast("Cursor", cur.connection.cursor())  # type: ignore[attr-defined]  # a DB-API cursor (SQLite)
+
+
 class Db(Protocol):
     """A connection (or pool) with the dialect's transaction and row-lock forms."""
 
@@ -107,6 +115,8 @@ class Db(Protocol):
     commits (Postgres ``NOTIFY``, in the same statement: no extra round trip); ``""`` where they poll (SQLite)."""
     notify_control: str
     """As `notify`, for a cancel or a prompt that interrupts: wakes the worker running the session's turn."""
+    notify_ends: str
+    """As `notify`, for the lines that end a turn: also wakes those waiting for the turn's result."""
 
     def write(self) -> contextlib.AbstractContextManager[Cursor]:
         """One write transaction: committed on success, rolled back on error."""
@@ -136,6 +146,7 @@ class SaverDb(Generic[SaverT]):
     for_update: str = ""
     notify: str = ""
     notify_control: str = ""
+    notify_ends: str = ""
 
     def __init__(self, saver: SaverT) -> None:
         self.saver = saver

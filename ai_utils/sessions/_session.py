@@ -335,16 +335,21 @@ class Session:
         return self._afollow(cursor)
 
     def _rows(self, after: int, turn_id: str | None) -> tuple[list[StreamLine], int, bool]:
+        if turn_id is None:  # the whole log (a replay reads thousands of lines: one comprehension, no turn ids)
+            lines = self._store.read_lines(self.id, after)
+            if not lines:
+                return [], after, False
+            return [{"cursor": cursor, "chunk": loads(line)} for cursor, line in lines], lines[-1][0], False
         rows = self._store.read(self.id, after)
         out: list[StreamLine] = []
         ended = False
         for cursor, row_turn, line in rows:
             after = cursor
-            if turn_id is not None and row_turn != turn_id:
+            if row_turn != turn_id:
                 continue
             chunk = loads(line)
             out.append({"cursor": cursor, "chunk": chunk})
-            if turn_id is not None and isinstance(chunk, dict) and chunk.get("kind") in _ENDS:
+            if isinstance(chunk, dict) and chunk.get("kind") in _ENDS:
                 ended = True
                 break
         return out, after, ended

@@ -115,7 +115,9 @@ class SessionStore(Inputs):
             row = cur.fetchone()
         return None if row is None else turn_row(row)
 
-    def _append(self, cur: Cursor, session_id: str, last: int, turn_id: str, lines: Sequence[str]) -> int:
+    def _append(
+        self, cur: Cursor, session_id: str, last: int, turn_id: str, lines: Sequence[str], notify: str = "lines"
+    ) -> int:
         for start in range(0, len(lines), _BATCH):
             batch = lines[start : start + _BATCH]
             values: list[Any] = []
@@ -128,7 +130,7 @@ class SessionStore(Inputs):
             )
         new_last = last + len(lines)
         cur.execute(
-            "UPDATE ai_utils_sessions SET last_cursor = ? WHERE session_id = ?" + returning(self.db, notify="lines"),
+            "UPDATE ai_utils_sessions SET last_cursor = ? WHERE session_id = ?" + returning(self.db, notify=notify),
             (new_last, session_id),
         )
         return new_last
@@ -146,7 +148,9 @@ class SessionStore(Inputs):
         ``fingerprint`` (the agent's tool set and model, when they differ from what the session last ran with)
         is stored with it.
         """
-        with self.fenced(session_id, token) as (cur, last):
+        with self.db.write() as cur:
+            # The row stays locked from here: a cancel sent meanwhile waits for this commit and is seen next time.
+            last, cancel_seq = self.check_fence(cur, session_id, token)
             cursor = self._append(cur, session_id, last, turn.turn_id, [line])
             cur.execute(
                 "UPDATE ai_utils_turns SET status = 'running', first_cursor = COALESCE(first_cursor, ?) "
@@ -158,8 +162,7 @@ class SessionStore(Inputs):
                     "UPDATE ai_utils_sessions SET fingerprint = ? WHERE session_id = ?",
                     (dumps(fingerprint), session_id),
                 )
-            cur.execute("SELECT cancel_seq FROM ai_utils_sessions WHERE session_id = ?", (session_id,))
-            return turn.seq <= int(cur.fetchone()[0])
+        return turn.seq <= cancel_seq
 
     def append(self, session_id: str, token: int, turn_id: str, lines: Sequence[str]) -> int:
         """Log chunks of a running turn; returns the last cursor."""
@@ -187,25 +190,22 @@ class SessionStore(Inputs):
             Whether the lease was given back.
         """
         with self.fenced(session_id, token) as (cur, last):
-            self._append(cur, session_id, last, turn_id, lines)
+            self._append(cur, session_id, last, turn_id, lines, notify="ends")  # wakes result() waiters elsewhere
             cur.execute(
                 "UPDATE ai_utils_turns SET status = ?, stop_reason = ?, result = ?, "
                 "first_cursor = COALESCE(first_cursor, ?) WHERE turn_id = ?",
                 (status, stop_reason, dumps(result), last + 1, turn_id),
             )
+            # Given back only when nothing else waits (no open turn, no steer): one statement, no extra round trip.
             cur.execute(
-                f"SELECT EXISTS (SELECT 1 FROM ai_utils_turns WHERE session_id = ? AND status IN {OPEN}), "
-                "EXISTS (SELECT 1 FROM ai_utils_inputs WHERE session_id = ? AND kind = 'steer' AND taken = 0)",
-                (session_id, session_id),
+                "UPDATE ai_utils_sessions SET lease_owner = NULL, lease_until = 0 WHERE session_id = ? "
+                f"AND NOT EXISTS (SELECT 1 FROM ai_utils_turns WHERE session_id = ? AND status IN {OPEN}) "
+                "AND NOT EXISTS (SELECT 1 FROM ai_utils_inputs WHERE session_id = ? AND kind = 'steer' AND taken = 0)"
+                + returning(self.db, "1", notify="control"),
+                (session_id, session_id, session_id),
             )
-            more = cur.fetchone()
-            if more[0] or more[1]:
+            if cur.fetchone() is None:
                 return False
-            cur.execute(
-                "UPDATE ai_utils_sessions SET lease_owner = NULL, lease_until = 0 WHERE session_id = ?"
-                + returning(self.db, notify="control"),
-                (session_id,),
-            )
         if self.leases.get(session_id) == token:
             del self.leases[session_id]
         return True
@@ -229,7 +229,16 @@ class SessionStore(Inputs):
                 "ORDER BY cursor LIMIT ?",
                 (session_id, after, limit),
             )
-            return [(int(r[0]), str(r[1]), str(r[2])) for r in cur.fetchall()]
+            return cur.fetchall()  # (int, str, str) rows from both dialects' drivers
+
+    def read_lines(self, session_id: str, after: int, limit: int = 1000) -> list[tuple[int, str]]:
+        """Log lines after ``after`` without their turn: ``[(cursor, line)]`` (what a session's stream replays)."""
+        with self.db.read() as cur:
+            cur.execute(
+                "SELECT cursor, line FROM ai_utils_log WHERE session_id = ? AND cursor > ? ORDER BY cursor LIMIT ?",
+                (session_id, after, limit),
+            )
+            return cur.fetchall()
 
     def last_cursor(self, session_id: str) -> int:
         """The session's last stored cursor (0 for a new session)."""
@@ -242,12 +251,8 @@ class SessionStore(Inputs):
         """Whether the session has a running or queued turn (or steers waiting for one)."""
         with self.db.read() as cur:
             cur.execute(
-                f"SELECT 1 FROM ai_utils_turns WHERE session_id = ? AND status IN {OPEN} LIMIT 1", (session_id,)
+                f"SELECT EXISTS (SELECT 1 FROM ai_utils_turns WHERE session_id = ? AND status IN {OPEN}) "
+                "OR EXISTS (SELECT 1 FROM ai_utils_inputs WHERE session_id = ? AND kind = 'steer' AND taken = 0)",
+                (session_id, session_id),
             )
-            if cur.fetchone() is not None:
-                return True
-            cur.execute(
-                "SELECT 1 FROM ai_utils_inputs WHERE session_id = ? AND kind = 'steer' AND taken = 0 LIMIT 1",
-                (session_id,),
-            )
-            return cur.fetchone() is not None
+            return bool(cur.fetchone()[0])
