@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from ai_utils._run.args import config_thread_id, reject_unknown
-from ai_utils._run.record import RunRecord, check_trace_id
+from ai_utils._run.record import RunRecord, check_trace_id, new_record
 from ai_utils.client import Decision, InterruptBatch, InterruptEvent
 from ai_utils.exceptions import ModelOutputError, UserError
 from ai_utils.streaming._adapter import ChunkAdapter
@@ -172,7 +172,7 @@ def _record(owner: str, method: str, trace_id: Any, allowed_tools: Any, config: 
     """
     if trace_id is None and isinstance(config, Mapping) and isinstance(config.get("run_id"), uuid.UUID):
         return _allowed(owner, method, RunRecord(str(config["run_id"]), given_id=True), allowed_tools)
-    record = RunRecord() if trace_id is None else RunRecord(check_trace_id(trace_id), given_id=True)
+    record = new_record() if trace_id is None else RunRecord(check_trace_id(trace_id), given_id=True)
     return _allowed(owner, method, record, allowed_tools)
 
 

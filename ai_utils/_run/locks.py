@@ -114,23 +114,25 @@ class RunLock:
         else:
             future.set_result(None)
 
-    @contextlib.contextmanager
-    def hold(self) -> Iterator[None]:
-        """``with lock.hold():`` for sync runs."""
-        self.acquire()
-        try:
-            yield
-        finally:
-            self.release()
+    def hold(self) -> RunLock:
+        """``with lock.hold():`` for sync runs (the lock itself; no generator per run)."""
+        return self
 
-    @contextlib.asynccontextmanager
-    async def ahold(self) -> AsyncIterator[None]:
-        """``async with lock.ahold():`` for async runs."""
+    def __enter__(self) -> None:
+        self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def ahold(self) -> RunLock:
+        """``async with lock.ahold():`` for async runs (the lock itself; no generator per run)."""
+        return self
+
+    async def __aenter__(self) -> None:
         await self.aacquire()
-        try:
-            yield
-        finally:
-            self.release()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
 
 
 _LOCKS: weakref.WeakValueDictionary[tuple[int | str, str], RunLock] = weakref.WeakValueDictionary()
@@ -169,8 +171,7 @@ def _busy(thread_id: str, shared: ProcessLocks, started: float) -> ThreadBusyErr
     )
 
 
-@contextlib.contextmanager
-def hold_thread(saver: Any, thread_id: str, *, across_processes: bool = True) -> Iterator[None]:
+def hold_thread(saver: Any, thread_id: str, *, across_processes: bool = True) -> contextlib.AbstractContextManager[Any]:
     """Hold the thread for a sync run: this process's lock, then the saver's cross-process one (if any).
 
     ``across_processes=False`` (durable sessions, which serialise turns with a lease and may take a session
@@ -180,10 +181,14 @@ def hold_thread(saver: Any, thread_id: str, *, across_processes: bool = True) ->
         ThreadBusyError: another process kept the thread past the saver's ``run_lock_timeout``.
     """
     shared = process_locks(saver) if across_processes else None
+    if shared is None:  # this process's lock alone: the lock itself, no generator per run
+        return thread_lock(saver, thread_id).hold()
+    return _hold_shared(saver, thread_id, shared)
+
+
+@contextlib.contextmanager
+def _hold_shared(saver: Any, thread_id: str, shared: ProcessLocks) -> Iterator[None]:
     with thread_lock(saver, thread_id, shared=shared).hold():
-        if shared is None:
-            yield
-            return
         started = time.monotonic()
         if not shared.acquire(thread_id):
             raise _busy(thread_id, shared, started)
@@ -193,14 +198,19 @@ def hold_thread(saver: Any, thread_id: str, *, across_processes: bool = True) ->
             shared.unlock(thread_id)
 
 
-@contextlib.asynccontextmanager
-async def ahold_thread(saver: Any, thread_id: str, *, across_processes: bool = True) -> AsyncIterator[None]:
+def ahold_thread(
+    saver: Any, thread_id: str, *, across_processes: bool = True
+) -> contextlib.AbstractAsyncContextManager[Any]:
     """Async twin of `hold_thread`."""
     shared = process_locks(saver) if across_processes else None
+    if shared is None:  # this process's lock alone: the lock itself, no generator per run
+        return thread_lock(saver, thread_id).ahold()
+    return _ahold_shared(saver, thread_id, shared)
+
+
+@contextlib.asynccontextmanager
+async def _ahold_shared(saver: Any, thread_id: str, shared: ProcessLocks) -> AsyncIterator[None]:
     async with thread_lock(saver, thread_id, shared=shared).ahold():
-        if shared is None:
-            yield
-            return
         started = time.monotonic()
         if not await shared.aacquire(thread_id):
             raise _busy(thread_id, shared, started)

@@ -43,6 +43,7 @@ __all__ = [
     "check_trace_id",
     "current_record",
     "emit_trace",
+    "new_record",
 ]
 
 logger = logging.getLogger("ai_utils.agents")
@@ -139,6 +140,8 @@ class RunRecord:
 
     trace_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     given_id: bool = False
+    # ``trace_id`` as a UUID when the run made it (`new_record`): the root run id without parsing it back.
+    run_uuid: uuid.UUID | None = field(default=None, repr=False)
     allowed_tools: frozenset[str] | None = None
     agent: str = "Agent"
     sink: TraceSink | None = None
@@ -189,6 +192,12 @@ class RunRecord:
                 self._tail = None
 
 
+def new_record() -> RunRecord:
+    """A record with a fresh UUID ``trace_id`` (kept as a UUID too, for the root run id)."""
+    run_uuid = uuid.uuid4()
+    return RunRecord(str(run_uuid), run_uuid=run_uuid)
+
+
 def bind_record(config: RunnableConfig, record: RunRecord) -> RunnableConfig:
     """``config`` with ``record`` in it: the configurable entry, ``metadata["trace_id"]``, the root run id."""
     bound: RunnableConfig = {**config}
@@ -196,7 +205,7 @@ def bind_record(config: RunnableConfig, record: RunRecord) -> RunnableConfig:
     bound["metadata"] = {**(config.get("metadata") or {}), "trace_id": record.trace_id}
     if not record.given_id and "run_id" not in config:
         # Our own id is a UUID: as LangChain's root run id it names the run in tracers (LangSmith, OpenTelemetry).
-        bound["run_id"] = uuid.UUID(record.trace_id)
+        bound["run_id"] = record.run_uuid or uuid.UUID(record.trace_id)
     return bound
 
 

@@ -35,7 +35,9 @@ chunk adapter reports them (a tool ``end`` chunk with ``status: "error"``), and 
 from __future__ import annotations
 
 import contextvars
+import itertools
 import logging
+import operator
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Literal, Protocol
 
@@ -85,14 +87,40 @@ def _calls(message: AIMessage) -> list[dict[str, Any]]:
     return [*message.tool_calls, *message.invalid_tool_calls]  # type: ignore[list-item]
 
 
+# Message class -> _AI (an `AIMessage`), _TOOL (a `ToolMessage`) or 0: runs before every model call over the whole
+# history, so the per-message work is C loops over this table (no `isinstance` call, which for a message that is
+# not exactly of the class runs pydantic's ABC check in Python).
+_AI, _TOOL = 1, 2
+_KINDS: dict[type, int] = {}
+_tool_calls = operator.attrgetter("tool_calls")
+_invalid_tool_calls = operator.attrgetter("invalid_tool_calls")
+_tool_call_id = operator.attrgetter("tool_call_id")
+
+
+def _kinds(messages: Sequence[AnyMessage]) -> list[int]:
+    kinds = list(map(_KINDS.get, map(type, messages)))
+    if None in kinds:
+        for cls in set(map(type, messages)) - _KINDS.keys():
+            _KINDS[cls] = _AI if issubclass(cls, AIMessage) else _TOOL if issubclass(cls, ToolMessage) else 0
+        kinds = list(map(_KINDS.__getitem__, map(type, messages)))
+    return kinds  # type: ignore[return-value]  # no None left
+
+
 def unanswered_calls(messages: Sequence[AnyMessage]) -> list[tuple[int, dict[str, Any]]]:
     """``(index of the AI message, tool call)`` for every tool call without a `ToolMessage` answer."""
-    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    kinds = _kinds(messages)
+    is_ai = list(map(_AI.__eq__, kinds))
+    ai_index = list(itertools.compress(range(len(kinds)), is_ai))
+    ai = list(itertools.compress(messages, is_ai))
+    calling = set(itertools.compress(ai_index, map(bool, map(_tool_calls, ai))))
+    calling.update(itertools.compress(ai_index, map(bool, map(_invalid_tool_calls, ai))))
+    if not calling:
+        return []
+    answered = set(map(_tool_call_id, itertools.compress(messages, map(_TOOL.__eq__, kinds))))
     return [
         (i, call)
-        for i, m in enumerate(messages)
-        if isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls)
-        for call in _calls(m)
+        for i in sorted(calling)
+        for call in _calls(messages[i])  # type: ignore[arg-type]  # an AIMessage (its kind says so)
         if call.get("id") and call["id"] not in answered
     ]
 

@@ -79,6 +79,26 @@ def _legacy_turn(messages: Sequence[Any]) -> tuple[str, str | None]:
     return "", None
 
 
+_PLAIN = (str, int, type(None))
+_DECISION_FIELDS = tuple(f.name for f in dataclasses.fields(ModeDecision))
+
+
+def _stored_form(decision: ModeDecision) -> dict[str, Any]:
+    """``dataclasses.asdict(decision)``; for the usual values (str, int, None, lists of str) without its deep copy."""
+    if type(decision) is not ModeDecision:
+        return dataclasses.asdict(decision)
+    stored: dict[str, Any] = {}
+    for name in _DECISION_FIELDS:
+        value = getattr(decision, name)
+        if type(value) in _PLAIN:
+            stored[name] = value
+        elif type(value) is list and all(type(item) is str for item in value):
+            stored[name] = list(value)
+        else:
+            return dataclasses.asdict(decision)
+    return stored
+
+
 def _tool_name(tool: Any) -> str | None:
     if isinstance(tool, dict):
         function = tool.get("function")
@@ -156,7 +176,7 @@ class ModeMiddleware(AgentMiddleware[ModeState, Any, Any]):
                 messages[index] = message = message.model_copy(update={"id": uuid.uuid4().hex})
             text, anchor = message.text, message.id
         decision = self._decide(text)
-        return {**graph_input, "messages": messages, MODE_KEY: {**dataclasses.asdict(decision), "anchor": anchor}}
+        return {**graph_input, "messages": messages, MODE_KEY: {**_stored_form(decision), "anchor": anchor}}
 
     def _decision_of(self, stored: Mapping[str, Any]) -> ModeDecision:
         key = (

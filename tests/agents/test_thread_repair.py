@@ -17,10 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+    ToolMessageChunk,
+)
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ai_utils import Agent, DeepAgent, UserError
+from ai_utils._run.repair import repair_messages, unanswered_calls
 from ai_utils.client import is_interrupt, is_tool_event
 from ai_utils.testing import FakeChatModel, FunctionChatModel
 
@@ -195,6 +203,20 @@ def test_the_repair_never_touches_a_sound_thread() -> None:
     agent.invoke("more", thread_id="t")
     texts = [m.text for m in model.calls[-1]]
     assert texts == ["mail", "", "sent to x", "done", "more"]
+
+
+def test_the_repair_knows_message_subclasses_by_their_base_class() -> None:
+    # Chunks are AI / tool messages too: the call `c1` is answered, `c2` is not (and nothing follows the call).
+    calls = [{"name": "a", "args": {}, "id": "c1"}, {"name": "b", "args": {}, "id": "c2"}]
+    messages: list[Any] = [
+        HumanMessage("hi", id="h"),
+        AIMessageChunk(content="", tool_calls=calls, id="a1"),
+        ToolMessageChunk("done", tool_call_id="c1", id="t1"),
+    ]
+    assert [(i, c["id"]) for i, c in unanswered_calls(messages)] == [(1, "c2")]
+    update = repair_messages(messages)
+    assert update is not None and [(m.tool_call_id, m.status) for m in update] == [("c2", "error")]
+    assert repair_messages([*messages, *update]) is None
 
 
 def test_a_repaired_thread_streams_no_tool_chunks_for_its_history() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -290,6 +291,23 @@ def test_any_object_with_resolve_is_a_mode_router() -> None:
     agent.invoke("hi")
     agent.invoke("a much longer question about my medication")
     assert seen.tools == [[], ["lookup_medication"]]
+
+
+@pytest.mark.parametrize("tools", [["lookup_medication"], ("lookup_medication",)])
+def test_the_turn_stores_its_decision_field_by_field_with_the_routed_message(tools: Any) -> None:
+    decision = ModeDecision("deep", tools, [], 3, 0, matched_rule=1)  # a tuple too, as a custom router might
+
+    class Fixed:
+        def resolve(self, message: Any, history: Any = ()) -> ModeDecision:
+            return decision
+
+    agent = Agent(llm=FakeChatModel(["ok"]), tools=TOOLS, modes=Fixed(), checkpointer=MemorySaver())
+    agent.invoke("hi", thread_id="s")
+    values = agent.graph.get_state({"configurable": {"thread_id": "s"}}).values
+    stored = dict(values["ai_utils_mode"])
+    assert stored.pop("anchor") == values["messages"][0].id
+    assert stored == json.loads(json.dumps(dataclasses.asdict(decision)))  # the checkpoint keeps a tuple as a list
+    assert decision.allowed_tools == tools  # the router's own decision is left as it was
 
 
 def test_a_modes_value_without_resolve_is_a_user_error() -> None:
