@@ -54,7 +54,7 @@ from ai_utils._run.locks import ahold_thread, hold_thread
 from ai_utils._run.record import AgentRun, TraceSink, aemit_trace, bind_record, emit_trace
 from ai_utils._run.runnable import WrapperRunnable, warn_sync_in_loop
 from ai_utils._run.threads import ThreadState
-from ai_utils._run.tracing import Frame, RunTracer, end_run, paused, start_run
+from ai_utils._run.tracing import Frame, RunTracer, asteps, end_run, paused, start_run, steps
 from ai_utils._utils import iterate_sync, run_sync
 from ai_utils.client import Decision, InterruptBatch, InterruptEvent, StreamChunk, is_interrupt
 from ai_utils.exceptions import UserError
@@ -457,7 +457,7 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
                 parts = graph.stream(
                     self._graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
                 )
-                yield from adapt(parts, adapter)  # closing this generator closes adapt's, which closes the run
+                yield from steps(frame, adapt(parts, adapter))  # closing this generator closes the run
                 paused(frame, adapter.interrupts)
         emit_trace(call.record, "completed", call.record.summary(interrupted=bool(adapter.interrupts)))
 
@@ -476,7 +476,7 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
                 )
                 chunks = aadapt(parts, adapter)
                 try:
-                    async for chunk in chunks:
+                    async for chunk in asteps(frame, chunks):
                         yield chunk
                 finally:
                     # A consumer that stops early must stop the graph run now, before the MCP sessions close;

@@ -20,14 +20,14 @@ value is a `Zone` instead: what the tool itself runs (a plain chain, a gateway c
 compiled subagents) is LangChain's business, so the tracer's callback handler is attached there again and hangs
 those spans under the ``execute_tool`` span. A run of ours started inside a tool gets a `Frame` of its own.
 Runs outside our wrappers (chains, `Chain`, loops' agent steps, user runnables) see no frame and keep the
-callback handler. The value is set in the run's own context and put back when it ends (a stream sets it while
-it runs, so code between chunks in the consumer's task sees it too).
+callback handler. The value is set in the run's own context and put back when it ends; a stream sets it only
+while it makes its next chunk (`steps`, `asteps`), so the consumer's code between chunks never sees it.
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "acall_model",
     "acall_tool",
     "active",
+    "asteps",
     "call_model",
     "call_tool",
     "end_run",
@@ -44,6 +45,7 @@ __all__ = [
     "installed",
     "paused",
     "start_run",
+    "steps",
     "traces_itself",
 ]
 
@@ -158,6 +160,53 @@ def end_run(frame: Frame | None, error: BaseException | None = None) -> None:
         return
     _ACTIVE.set(frame.previous)
     frame.tracer.end(frame.span, error)
+
+
+def steps(frame: Frame | None, chunks: Iterator[_R]) -> Iterator[_R]:
+    """``chunks``, with ``frame`` the context's value only while the next chunk is made (not in the consumer's code)."""
+    if frame is None:
+        return chunks
+    return _steps(frame, chunks)
+
+
+def _steps(frame: Frame, chunks: Iterator[_R]) -> Iterator[_R]:
+    try:
+        while True:
+            _ACTIVE.set(frame)
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                return
+            finally:
+                _ACTIVE.set(frame.previous)
+            yield chunk
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:  # closing the stream closes the run now, as ``yield from`` would
+            _ACTIVE.set(frame)
+            try:
+                close()
+            finally:
+                _ACTIVE.set(frame.previous)
+
+
+def asteps(frame: Frame | None, chunks: AsyncIterator[_R]) -> AsyncIterator[_R]:
+    """Async twin of `steps` (the consumer may even take each chunk in another task)."""
+    if frame is None:
+        return chunks
+    return _asteps(frame, chunks)
+
+
+async def _asteps(frame: Frame, chunks: AsyncIterator[_R]) -> AsyncIterator[_R]:
+    while True:
+        _ACTIVE.set(frame)
+        try:
+            chunk = await anext(chunks)
+        except StopAsyncIteration:
+            return
+        finally:
+            _ACTIVE.set(frame.previous)
+        yield chunk
 
 
 def paused(frame: Frame | None, interrupts: Sequence[Any]) -> None:

@@ -594,3 +594,54 @@ def test_a_durable_session_turn_under_instrument(spans: Spans) -> None:
         assert (span.attributes or {})["gen_ai.conversation.id"] == session.id
         assert span is root or parent_of(span) == root.context.span_id
     assert SENTINEL not in spans.text()
+
+
+def aside_chain() -> Any:
+    return ChatPromptTemplate.from_messages([("human", "{text}")]) | FakeChatModel(["Aside."], cycle=True)
+
+
+def assert_stream_tree(spans: Spans, chunks: int) -> None:
+    root = spans.one("invoke_agent calc")
+    chats = spans.named("chat fake-chat-model")
+    assert chunks >= 2 and len(chats) == 2 + chunks
+    assert [parent_of(c) for c in chats].count(root.context.span_id) == 2  # the run's own, once each
+    assert [c.parent for c in chats].count(None) == chunks  # the consumer's: not part of the run, not suppressed
+    assert parent_of(spans.one("execute_tool add")) == root.context.span_id
+
+
+def test_a_stream_traces_itself_and_the_consumers_own_runs_are_traced_as_usual(spans: Spans) -> None:
+    instrument(spans.provider)
+    aside, chunks = aside_chain(), 0
+    for _ in calculator().stream("What is 2 + 3?", thread_id="t"):
+        chunks += 1
+        aside.invoke({"text": "between chunks"})  # the consumer's own LangChain run
+    assert_stream_tree(spans, chunks)
+
+
+async def test_an_astream_traces_itself_and_the_consumers_own_runs_are_traced_as_usual(spans: Spans) -> None:
+    instrument(spans.provider)
+    aside, chunks = aside_chain(), 0
+    async for _ in calculator().astream("What is 2 + 3?", thread_id="t"):
+        chunks += 1
+        await aside.ainvoke({"text": "between chunks"})
+    assert_stream_tree(spans, chunks)
+
+
+def assert_closed_early(spans: Spans) -> None:
+    root = spans.one("invoke_agent Agent")
+    assert root.status.status_code == StatusCode.UNSET  # the consumer stopped reading: nothing failed
+    assert parent_of(spans.one("chat fake-chat-model")) == root.context.span_id
+
+
+def test_a_stream_closed_early_ends_its_span(spans: Spans) -> None:
+    stream = Agent(llm=FakeChatModel(["One two three four."]), tracer_provider=spans.provider).stream("Count.")
+    next(stream)
+    stream.close()
+    assert_closed_early(spans)
+
+
+async def test_an_astream_closed_early_ends_its_span(spans: Spans) -> None:
+    astream = Agent(llm=FakeChatModel(["One two three four."]), tracer_provider=spans.provider).astream("Count.")
+    await anext(astream)
+    await astream.aclose()  # type: ignore[attr-defined]
+    assert_closed_early(spans)
