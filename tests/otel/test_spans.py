@@ -412,13 +412,17 @@ class HandlersSeen(AgentMiddleware):  # type: ignore[type-arg]
         super().__init__()
         self.seen: list[str] = []
 
-    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+    def _note(self) -> None:
         manager = get_config().get("callbacks")
         self.seen.extend(type(h).__name__ for h in getattr(manager, "handlers", None) or ())
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        self._note()
         return handler(request)
 
     async def awrap_model_call(self, request: Any, handler: Any) -> Any:
-        return self.wrap_model_call(request, lambda r: None) or await handler(request)
+        self._note()
+        return await handler(request)
 
 
 @pytest.mark.parametrize("how", ["instrument", "tracer_provider"])
