@@ -89,7 +89,10 @@ class SpanTracer:
         metadata = ls_params(model, request.model_settings or {}) if isinstance(model, BaseChatModel) else {}
         if conversation is not None:
             metadata["thread_id"] = conversation
-        params = {"model": getattr(model, "model", None), "model_name": getattr(model, "model_name", None)}
+        # The model's own fields only when its LangSmith parameters do not name it (a failed getattr is slow).
+        params = (
+            None if metadata.get("ls_model_name") else {k: getattr(model, k, None) for k in ("model", "model_name")}
+        )
         name, attributes = attrs.chat_attributes(metadata, params)
         span = self._tracer.start_span(
             f"chat {name}" if name else "chat", context=_parent(parent), kind=SpanKind.CLIENT, attributes=attributes
