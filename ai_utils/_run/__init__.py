@@ -10,4 +10,5 @@ loops — not even for type checking (``tests/test_architecture.py``). What thos
 - `args`, `context`, `locks`: argument checks wrappers share, the `context_schema` check, the per-thread lock.
 - `repair`, `guards`, `hitl`, `state`: the middleware every wrapper's graph gets (thread repair, run guards,
   approval config) and the agent state schema.
+- `tracing`: the one tracing slot (run, model-call and tool-call spans of our runs, through a tracer handed in).
 """

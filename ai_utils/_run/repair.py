@@ -49,6 +49,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from ai_utils._run.hooks import awaited
+from ai_utils._run.tracing import acall_model, call_model
 from ai_utils.streaming._adapter import REPAIR_KEY, STEER_KEY
 
 __all__ = [
@@ -270,7 +271,7 @@ class ModelCallRepair(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> ModelResponse | ExtendedModelResponse[Any]:
         """Call the model on the repaired history; the rewrite is stored in the model's step."""
         prepared, history, tokens = self._prepare(request)
-        return self._stored(handler(prepared), history, tokens)
+        return self._stored(call_model(handler, prepared), history, tokens)
 
     def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
@@ -278,8 +279,8 @@ class ModelCallRepair(AgentMiddleware[AgentState[Any], Any, Any]):
         """Async twin of `wrap_model_call` (a plain method: see `ai_utils._run.hooks`)."""
         prepared, history, tokens = self._prepare(request)
         if history is None and not self.steps:
-            return awaited(handler(prepared))
-        return self._astored(handler(prepared), history, tokens)
+            return awaited(acall_model(handler, prepared))
+        return self._astored(acall_model(handler, prepared), history, tokens)
 
     async def _astored(
         self, pending: Awaitable[ModelResponse], history: list[AnyMessage] | None, tokens: list[Any]

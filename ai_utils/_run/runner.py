@@ -54,6 +54,7 @@ from ai_utils._run.locks import ahold_thread, hold_thread
 from ai_utils._run.record import AgentRun, TraceSink, aemit_trace, bind_record, emit_trace
 from ai_utils._run.runnable import WrapperRunnable, warn_sync_in_loop
 from ai_utils._run.threads import ThreadState
+from ai_utils._run.tracing import Frame, RunTracer, asteps, end_run, paused, start_run, steps
 from ai_utils._utils import iterate_sync, run_sync
 from ai_utils.client import Decision, InterruptBatch, InterruptEvent, StreamChunk, is_interrupt
 from ai_utils.exceptions import UserError
@@ -98,6 +99,8 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
     name: str | None = None
     # Middleware that see the user's input before anything stores it (`ai_utils._run.calls.InputGuard`).
     _input_guards: tuple[InputGuard, ...] = ()
+    # ``tracer_provider=``'s span maker (`ai_utils._run.tracing`); ``None``: ``instrument()``'s, if any.
+    _tracer: RunTracer | None = None
 
     def _build(self, tools: Sequence[BaseTool]) -> Graph:
         raise NotImplementedError
@@ -303,24 +306,32 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
         return bind_record(config, record)
 
     @contextlib.contextmanager
-    def _traced(self, call: RunCall, config: RunnableConfig, state: StateSnapshot | None) -> Iterator[None]:
-        """``started`` now, ``failed`` (with the error's class) if the block raises."""
+    def _traced(self, call: RunCall, config: RunnableConfig, state: StateSnapshot | None) -> Iterator[Frame | None]:
+        """``started`` now, ``failed`` (with the error's class) if the block raises; the run's span around it."""
         emit_trace(call.record, "started", _started(call, config, state))
+        frame = start_run(self._tracer, call.record.agent, config)
         try:
-            yield
+            yield frame
         except BaseException as error:
+            end_run(frame, error)
             emit_trace(call.record, "failed", {"error_type": type(error).__name__})
             raise
+        end_run(frame)
 
     @contextlib.asynccontextmanager
-    async def _atraced(self, call: RunCall, config: RunnableConfig, state: StateSnapshot | None) -> AsyncIterator[None]:
+    async def _atraced(
+        self, call: RunCall, config: RunnableConfig, state: StateSnapshot | None
+    ) -> AsyncIterator[Frame | None]:
         """Async twin of `_traced`."""
         await aemit_trace(call.record, "started", _started(call, config, state))
+        frame = start_run(self._tracer, call.record.agent, config)
         try:
-            yield
+            yield frame
         except BaseException as error:
+            end_run(frame, error)
             await aemit_trace(call.record, "failed", {"error_type": type(error).__name__})
             raise
+        end_run(frame)
 
     # --- the shells over the shared steps ----------------------------------------------------------------
 
@@ -411,20 +422,22 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
         check_allowed_tools(graph, call.record, owner=self._owner)
         with self._hold(config):
             state = _continued(call, graph.get_state(config)) if call.input is None else None
-            with self._traced(call, config, state):
+            with self._traced(call, config, state) as frame:
                 output = graph.invoke(
                     self._graph_input(call, config, state), config, **self._graph_options(call), version="v2"
                 )
+                paused(frame, output.interrupts)
         return final_result(output, structured=self.output is not None)
 
     async def _ainvoke(self, call: RunCall) -> RunResult:
         async with self._open(self._checked_config(call)) as (graph, config):
             check_allowed_tools(graph, call.record, owner=self._owner)
             state = _continued(call, await graph.aget_state(config)) if call.input is None else None
-            async with self._atraced(call, config, state):
+            async with self._atraced(call, config, state) as frame:
                 output = await graph.ainvoke(
                     self._graph_input(call, config, state), config, **self._graph_options(call), version="v2"
                 )
+                paused(frame, output.interrupts)
         return final_result(output, structured=self.output is not None)
 
     def _stream(self, call: RunCall, adapter: ChunkAdapter) -> Iterator[StreamChunk]:
@@ -440,11 +453,12 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
         check_allowed_tools(graph, call.record, owner=self._owner)
         with self._hold(config):
             state = _continued(call, graph.get_state(config)) if call.input is None else None
-            with self._traced(call, config, state):
+            with self._traced(call, config, state) as frame:
                 parts = graph.stream(
                     self._graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
                 )
-                yield from adapt(parts, adapter)  # closing this generator closes adapt's, which closes the run
+                yield from steps(frame, adapt(parts, adapter))  # closing this generator closes the run
+                paused(frame, adapter.interrupts)
         emit_trace(call.record, "completed", call.record.summary(interrupted=bool(adapter.interrupts)))
 
     async def _arun_stream(
@@ -456,18 +470,19 @@ class GraphRunner(ThreadState, SessionMethods, WrapperRunnable["OutputT | Interr
         async with self._open(config) as (graph, config):
             check_allowed_tools(graph, call.record, owner=self._owner)
             state = _continued(call, await graph.aget_state(config)) if call.input is None else None
-            async with self._atraced(call, config, state):
+            async with self._atraced(call, config, state) as frame:
                 parts = graph.astream(
                     self._graph_input(call, config, state), config, **self._graph_options(call), **stream_kwargs()
                 )
                 chunks = aadapt(parts, adapter)
                 try:
-                    async for chunk in chunks:
+                    async for chunk in asteps(frame, chunks):
                         yield chunk
                 finally:
                     # A consumer that stops early must stop the graph run now, before the MCP sessions close;
                     # left to the garbage collector, the run would go on in the background for a while.
                     await cast("Any", chunks).aclose()
+                paused(frame, adapter.interrupts)
         await aemit_trace(call.record, "completed", call.record.summary(interrupted=bool(adapter.interrupts)))
 
     def _redact_input(self, value: Any) -> Any:

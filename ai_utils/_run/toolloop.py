@@ -57,6 +57,7 @@ from ai_utils._run.toolcalls import (
     results_tool,
     tool_errors_box,
 )
+from ai_utils._run.tracing import acall_model, acall_tool, call_model, call_tool
 from ai_utils.exceptions import UserError
 from ai_utils.streaming._adapter import STEER_KEY
 from ai_utils.tools._mcp_config import MCPConnectionError
@@ -250,7 +251,7 @@ class ToolCalls(AgentMiddleware[AgentState[Any], Any, Any]):
             with tool_errors_box() as box:
                 try:
                     with exit_is_an_error(request):
-                        result = handler(prepared)
+                        result = call_tool(handler, prepared)
                 except Exception as error:
                     result = self._failed(request, error, box)
             return _finished(record, request, started, result)
@@ -276,7 +277,7 @@ class ToolCalls(AgentMiddleware[AgentState[Any], Any, Any]):
             with tool_errors_box() as box:
                 try:
                     with exit_is_an_error(request):
-                        result = await handler(prepared)
+                        result = await acall_tool(handler, prepared)
                 except Exception as error:
                     result = self._failed(request, error, box)
             return _finished(record, request, started, result)
@@ -393,7 +394,7 @@ class ToolLoop(ToolCalls):
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
         """Narrow the tools and set ``tool_choice``; record the answer."""
         prepared, token = self.before(request)
-        response = handler(prepared)
+        response = call_model(handler, prepared)
         self.after(response, token)
         return response
 
@@ -403,8 +404,8 @@ class ToolLoop(ToolCalls):
         """Async twin of `wrap_model_call` (a plain method: see `ai_utils._run.hooks`)."""
         prepared, token = self.before(request)
         if token[0] is None and not token[1]:
-            return awaited(handler(prepared))
-        return self._amodel_call(handler(prepared), token)
+            return awaited(acall_model(handler, prepared))
+        return self._amodel_call(acall_model(handler, prepared), token)
 
     async def _amodel_call(self, pending: Awaitable[Any], token: Any) -> Any:
         response = await pending

@@ -227,9 +227,10 @@ class Agent(Wrapper[OutputT]):
     ) -> None:
         reject_unknown(unknown, owner="Agent", known=keyword_names(Agent.__init__))
         if tracer_provider is not None:
-            from ai_utils.otel._instrument import provider_callbacks
+            from ai_utils.otel._instrument import provider_tracer
 
-            callbacks = [*callbacks, *provider_callbacks(tracer_provider)]
+            # Spans from the run path's tracing slot, not a callback handler (ai_utils._run.tracing says why).
+            self._tracer = provider_tracer(tracer_provider)
         if actions is not None and output is not None:
             raise UserError(
                 "`actions` reads `!>` directives from the answer text; it cannot be combined with `output`."

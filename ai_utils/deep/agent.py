@@ -213,9 +213,10 @@ class DeepAgent(Wrapper[OutputT]):
     ) -> None:
         reject_unknown(unknown, owner="DeepAgent", known=keyword_names(DeepAgent.__init__))
         if tracer_provider is not None:
-            from ai_utils.otel._instrument import provider_callbacks
+            from ai_utils.otel._instrument import provider_tracer
 
-            callbacks = [*callbacks, *provider_callbacks(tracer_provider)]
+            # Spans from the run path's tracing slot, not a callback handler (ai_utils._run.tracing says why).
+            self._tracer = provider_tracer(tracer_provider)
         if backend is not None and (isinstance(backend, type) or not hasattr(backend, "read")):
             raise UserError(
                 f"`backend` must be a backend instance, got {backend!r}. "

@@ -2,11 +2,15 @@
 
 - `instrument(tracer_provider=None, *, capture_content=False)`: every LangChain run of the process;
   `uninstrument()` stops it.
-- ``Agent(..., tracer_provider=...)`` (and `DeepAgent`, `Chain`): that wrapper's runs only.
+- ``Agent(..., tracer_provider=...)`` (and `DeepAgent`, `Chain`): that wrapper's runs only (for an agent, in
+  place of ``instrument()``'s provider).
 - `OpenTelemetryCallbackHandler`: the LangChain callback handler both use, for ``callbacks=[...]`` anywhere.
 
-Spans attach as LangChain callbacks (like the gateway's), never by changing a run. Importing this package needs
-no extra; `instrument` and the handler need ``opentelemetry-api``.
+Our own agent runs (`Agent`, `DeepAgent`, durable session turns) emit their spans from the run path's tracing
+slot (`ai_utils._run.tracing`, fed by `_spans.SpanTracer`): a LangChain callback handler would make LangChain run
+its callback machinery for every runnable of the run, which costs far more than the spans. Every other LangChain
+run gets them from the callback handler (like the gateway's), never by changing a run. Importing this package
+needs no extra; `instrument` and the handler need ``opentelemetry-api``.
 """
 
 from __future__ import annotations

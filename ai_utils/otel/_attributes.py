@@ -34,6 +34,7 @@ __all__ = [
     "USAGE_INPUT_TOKENS",
     "USAGE_OUTPUT_TOKENS",
     "agent_attributes",
+    "answer_attributes",
     "agent_identity",
     "chat_attributes",
     "chat_result",
@@ -125,49 +126,58 @@ def chat_attributes(
 
 def chat_result(response: Any) -> tuple[dict[str, Any], list[Any]]:
     """The ``chat`` span's attributes from an ``LLMResult`` (model, id, finish reasons, usage), and its messages."""
-    attributes: dict[str, Any] = {}
-    messages: list[Any] = []
-    reasons: list[str] = []
-    input_tokens = output_tokens = 0
-    has_usage = False
-    for generations in getattr(response, "generations", None) or ():
-        for generation in generations:
-            message = getattr(generation, "message", None)
-            if message is None:
-                continue
-            messages.append(message)
-            meta = getattr(message, "response_metadata", None) or {}
-            model = meta.get("model_name") or meta.get("model")
-            if isinstance(model, str) and model:
-                attributes[RESPONSE_MODEL] = model
-            reason = meta.get("finish_reason") or meta.get("stop_reason")
-            if isinstance(reason, str) and reason:
-                reasons.append(reason)
-            request_id = meta.get("gateway_request_id")
-            if isinstance(request_id, str):
-                attributes[GATEWAY_REQUEST_ID] = request_id
-            if getattr(message, "id", None):
-                attributes[RESPONSE_ID] = str(message.id)
-            usage = getattr(message, "usage_metadata", None)
-            if usage:
-                has_usage = True
-                input_tokens += int(usage.get("input_tokens") or 0)
-                output_tokens += int(usage.get("output_tokens") or 0)
+    messages = [
+        message
+        for generations in getattr(response, "generations", None) or ()
+        for generation in generations
+        if (message := getattr(generation, "message", None)) is not None
+    ]
+    attributes, has_usage = _answer_attributes(messages)
     llm_output = getattr(response, "llm_output", None) or {}
     if RESPONSE_MODEL not in attributes and isinstance(llm_output.get("model_name"), str):
         attributes[RESPONSE_MODEL] = llm_output["model_name"]
     if not has_usage and isinstance(llm_output.get("token_usage"), Mapping):
         usage = llm_output["token_usage"]
         if "prompt_tokens" in usage or "completion_tokens" in usage:
+            attributes[USAGE_INPUT_TOKENS] = int(usage.get("prompt_tokens") or 0)
+            attributes[USAGE_OUTPUT_TOKENS] = int(usage.get("completion_tokens") or 0)
+    return attributes, messages
+
+
+def answer_attributes(messages: Sequence[Any]) -> dict[str, Any]:
+    """The ``chat`` span's attributes from the model's answer messages (what a model-call hook gets back)."""
+    return _answer_attributes(messages)[0]
+
+
+def _answer_attributes(messages: Sequence[Any]) -> tuple[dict[str, Any], bool]:
+    attributes: dict[str, Any] = {}
+    reasons: list[str] = []
+    input_tokens = output_tokens = 0
+    has_usage = False
+    for message in messages:
+        meta = getattr(message, "response_metadata", None) or {}
+        model = meta.get("model_name") or meta.get("model")
+        if isinstance(model, str) and model:
+            attributes[RESPONSE_MODEL] = model
+        reason = meta.get("finish_reason") or meta.get("stop_reason")
+        if isinstance(reason, str) and reason:
+            reasons.append(reason)
+        request_id = meta.get("gateway_request_id")
+        if isinstance(request_id, str):
+            attributes[GATEWAY_REQUEST_ID] = request_id
+        if getattr(message, "id", None):
+            attributes[RESPONSE_ID] = str(message.id)
+        usage = getattr(message, "usage_metadata", None)
+        if usage:
             has_usage = True
-            input_tokens = int(usage.get("prompt_tokens") or 0)
-            output_tokens = int(usage.get("completion_tokens") or 0)
+            input_tokens += int(usage.get("input_tokens") or 0)
+            output_tokens += int(usage.get("output_tokens") or 0)
     if has_usage:
         attributes[USAGE_INPUT_TOKENS] = input_tokens
         attributes[USAGE_OUTPUT_TOKENS] = output_tokens
     if reasons:
         attributes[RESPONSE_FINISH_REASONS] = reasons
-    return attributes, messages
+    return attributes, has_usage
 
 
 def tool_attributes(

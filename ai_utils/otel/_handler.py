@@ -32,6 +32,7 @@ from langgraph.callbacks import GraphCallbackHandler, GraphInterruptEvent
 from langgraph.errors import GraphBubbleUp
 
 from ai_utils._optional import missing_extra
+from ai_utils._run import tracing
 from ai_utils._secrets import redact_secrets
 from ai_utils.otel import _attributes as attrs
 
@@ -83,9 +84,15 @@ class _Run:
 
 
 def _guarded(method: Callable[..., None]) -> Callable[..., None]:
-    """Never let a tracing problem break the run: log it and go on."""
+    """Never let a tracing problem break the run: log it and go on.
+
+    A run that traces itself with this handler's tracer (`ai_utils._run.tracing`) is left to it: the handler may
+    reach such a run (one of ours started in a tool) through the callbacks it inherits.
+    """
 
     def guarded(self: OpenTelemetryCallbackHandler, *args: Any, **kwargs: Any) -> None:
+        if tracing.traces_itself(self):
+            return
         try:
             method(self, *args, **kwargs)
         except Exception:
@@ -337,7 +344,17 @@ class OpenTelemetryCallbackHandler(GraphCallbackHandler):
         inputs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        """``execute_tool <tool>``."""
+        """``execute_tool <tool>``; the tool run of a call our run path traces already only links its children."""
+        zone = tracing.active()
+        if type(zone) is tracing.Zone and zone.handler is self and kwargs.get("tool_call_id") == zone.call_id:
+            with self._lock:
+                if parent_run_id is None or parent_run_id not in self._runs:
+                    # In the agent the tool belongs to: another agent's graph in it (a subagent) opens its own
+                    # invoke_agent, a plain chain does not.
+                    in_agent, agent = attrs.agent_identity(metadata)
+                    context = trace.set_span_in_context(zone.span)
+                    self._put(run_id, _Run(None, context, zone.span, run_id, agent, in_agent))
+                    return
         tool, attributes = attrs.tool_attributes(serialized, kwargs.get("name"), kwargs.get("tool_call_id"), metadata)
         span = self._start(run_id, parent_run_id, f"execute_tool {tool}", SpanKind.INTERNAL, attributes)
         # LangChain leaves the injected arguments (the runtime and its context) out of ``inputs``.

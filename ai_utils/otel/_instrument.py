@@ -1,9 +1,17 @@
 """`instrument()` / `uninstrument()`: OpenTelemetry spans for every LangChain run in this process.
 
-Attached as a LangChain callback like the gateway's, never by patching LangChain: LangChain's public
-``register_configure_hook`` adds the handler a hook's variable holds to every run's callback manager. That
-variable is read with ``.get()`` only, and a ``ContextVar`` set in ``instrument()`` would be invisible to threads
-started before (and to plain ``threading.Thread``s), so the hook reads `_Slot`, one process-wide value.
+Two ways in, one set of spans:
+
+- Our own agent runs (`Agent`, `DeepAgent`, durable session turns) trace themselves from the run path's tracing
+  slot (`ai_utils._run.tracing`): ``instrument()`` installs a `SpanTracer` there, and ``tracer_provider=`` gives
+  a wrapper its own (`provider_tracer`). Any LangChain callback handler makes LangChain and LangGraph run their
+  callback machinery for every runnable of the run, which cost +17% per turn, far more than the spans.
+- Every other LangChain run (chains, `Chain`, gateway calls on a raw model, user runnables, what a tool of ours
+  runs) gets the tracer's callback handler, never by patching LangChain: LangChain's public
+  ``register_configure_hook`` adds the handler a hook's variable holds to every run's callback manager. That
+  variable is read with ``.get()`` only, and a ``ContextVar`` set in ``instrument()`` would be invisible to threads
+  started before (and to plain ``threading.Thread``s), so the hook reads `_Slot`, one process-wide value, which
+  hands out no handler while a run of ours traces itself (and the zone's handler inside its tool calls).
 """
 
 from __future__ import annotations
@@ -11,20 +19,31 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, cast
 
+from ai_utils._run import tracing
+
 if TYPE_CHECKING:
     from langchain_core.callbacks import BaseCallbackHandler
     from opentelemetry.trace import TracerProvider
 
-__all__ = ["active_handler", "instrument", "provider_callbacks", "uninstrument"]
+    from ai_utils.otel._spans import SpanTracer
+
+__all__ = ["active_handler", "instrument", "provider_callbacks", "provider_tracer", "uninstrument"]
 
 
 class _Slot:
-    """What LangChain's configure hook reads: the active handler, for every thread and task."""
+    """What LangChain's configure hook reads: the active handler, for every thread and task.
+
+    None while a run of ours traces itself here (`ai_utils._run.tracing`); in one of its tool calls, the handler
+    of the run's tracer (so what the tool runs hangs under its ``execute_tool`` span).
+    """
 
     handler: BaseCallbackHandler | None = None
 
     def get(self) -> BaseCallbackHandler | None:
-        return self.handler
+        active = tracing.active()
+        if active is None:
+            return self.handler
+        return active.handler if type(active) is tracing.Zone else None
 
 
 _SLOT = _Slot()
@@ -54,23 +73,30 @@ def instrument(tracer_provider: TracerProvider | None = None, *, capture_content
     Raises:
         ImportError: ``opentelemetry-api`` is not installed (the ``otel`` extra).
     """
-    from langchain_core.tracers.context import register_configure_hook
+    from ai_utils.otel._spans import SpanTracer
 
-    from ai_utils.otel._handler import OpenTelemetryCallbackHandler
-
-    handler = OpenTelemetryCallbackHandler(tracer_provider, capture_content=capture_content)
-    global _registered
+    tracer = SpanTracer(tracer_provider, capture_content=capture_content)
     with _LOCK:
-        if not _registered:
-            register_configure_hook(cast("Any", _SLOT), inheritable=True)
-            _registered = True
-        _SLOT.handler = handler
+        _register()
+        _SLOT.handler = tracer.handler
+        tracing.install(tracer)
 
 
 def uninstrument() -> None:
     """Stop tracing runs that start from now on (runs already going end their spans)."""
     with _LOCK:
         _SLOT.handler = None
+        tracing.install(None)
+
+
+def _register() -> None:
+    """Put `_SLOT` among LangChain's configure hooks (once; under `_LOCK`)."""
+    from langchain_core.tracers.context import register_configure_hook
+
+    global _registered
+    if not _registered:
+        register_configure_hook(cast("Any", _SLOT), inheritable=True)
+        _registered = True
 
 
 def active_handler() -> BaseCallbackHandler | None:
@@ -89,3 +115,19 @@ def provider_callbacks(tracer_provider: TracerProvider | None) -> list[BaseCallb
     from ai_utils.otel._handler import OpenTelemetryCallbackHandler
 
     return [OpenTelemetryCallbackHandler(tracer_provider)]
+
+
+def provider_tracer(tracer_provider: TracerProvider | None) -> SpanTracer | None:
+    """The span maker a wrapper's ``tracer_provider=`` gives its runs (``None`` for ``None``).
+
+    Raises:
+        ImportError: ``opentelemetry-api`` is not installed (the ``otel`` extra).
+    """
+    if tracer_provider is None:
+        return None
+    from ai_utils.otel._spans import SpanTracer
+
+    tracer = SpanTracer(tracer_provider)
+    with _LOCK:
+        _register()  # what the runs' tool calls run is traced by the tracer's handler, through `_SLOT`
+    return tracer

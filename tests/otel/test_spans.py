@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from langchain.agents.middleware import AgentMiddleware
 from langchain.tools import ToolRuntime
+from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.tools import ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.config import get_config
 from langgraph.types import interrupt
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -19,11 +23,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import BaseModel
 
-from ai_utils import Agent, Chain, DeepAgent
+from ai_utils import Agent, Chain, DeepAgent, durable_tool
 from ai_utils.client import is_interrupt
 from ai_utils.gateway import Gateway, Route
 from ai_utils.otel import OpenTelemetryCallbackHandler, instrument, uninstrument
-from ai_utils.testing import FakeChatModel
+from ai_utils.testing import FakeChatModel, FunctionChatModel
 
 SENTINEL = "sk-CONTEXT-SENTINEL-8c2d"
 
@@ -396,3 +400,252 @@ def test_the_run_map_is_bounded_and_ends_what_it_drops(spans: Spans, monkeypatch
         handler.on_tool_start({"name": "stuck"}, "", run_id=uuid4())
 
     assert len(spans.named("execute_tool stuck")) == 2  # the two oldest were ended when dropped
+
+
+# --- our runs trace themselves from the run path (ai_utils._run.tracing), not from LangChain callbacks ---------
+
+
+class HandlersSeen(AgentMiddleware):  # type: ignore[type-arg]
+    """A user middleware noting the callback handlers LangChain gives each model call of the run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def _note(self) -> None:
+        manager = get_config().get("callbacks")
+        self.seen.extend(type(h).__name__ for h in getattr(manager, "handlers", None) or ())
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        self._note()
+        return handler(request)
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        self._note()
+        return await handler(request)
+
+
+@pytest.mark.parametrize("how", ["instrument", "tracer_provider"])
+async def test_an_agent_run_has_no_callback_handler_and_no_duplicate_chat_span(spans: Spans, how: str) -> None:
+    if how == "instrument":
+        instrument(spans.provider)
+    seen = HandlersSeen()
+    model = FakeChatModel([{"tool_calls": [{"name": "add", "args": {"a": 2, "b": 3}}]}, "The sum is 5."])
+    options: dict[str, Any] = {"tracer_provider": spans.provider} if how == "tracer_provider" else {}
+    agent = Agent(llm=model, tools=[add], checkpointer=InMemorySaver(), middleware=[seen], **options)
+
+    assert await agent.ainvoke("What is 2 + 3?", thread_id="t") == "The sum is 5."
+
+    assert seen.seen == []  # LangChain's callback machinery stays off: the run traces itself
+    assert sorted(s.name for s in spans.all()) == [
+        "chat fake-chat-model",
+        "chat fake-chat-model",
+        "execute_tool add",
+        "invoke_agent Agent",
+    ]
+    root = spans.one("invoke_agent Agent")
+    assert {parent_of(s) for s in spans.all() if s is not root} == {root.context.span_id}
+
+
+def test_a_plain_langchain_chain_under_instrument_is_still_traced(spans: Spans) -> None:
+    instrument(spans.provider)
+    chain = ChatPromptTemplate.from_messages([("human", "{text}")]) | FakeChatModel(["A summary."])
+
+    assert chain.invoke({"text": "long"}).content == "A summary."
+
+    chat = spans.one("chat fake-chat-model")
+    assert chat.parent is None and (chat.attributes or {})["gen_ai.provider.name"] == "fake"
+
+
+@tool
+def summarise(text: str) -> str:
+    """Summarise a text with a plain LangChain chain."""
+    chain = ChatPromptTemplate.from_messages([("human", "{text}")]) | FakeChatModel(["Short."])
+    return str(chain.invoke({"text": text}).content)
+
+
+async def test_what_a_tool_runs_hangs_under_its_execute_tool_span(spans: Spans) -> None:
+    instrument(spans.provider)
+    model = FakeChatModel([{"tool_calls": [{"name": "summarise", "args": {"text": "long"}}]}, "Done."])
+    agent = Agent(llm=model, tools=[summarise], checkpointer=InMemorySaver())
+
+    assert await agent.ainvoke("Summarise it.", thread_id="t") == "Done."
+
+    tool_span = spans.one("execute_tool summarise")  # one: the tool's own LangChain run adds no second span
+    chats = spans.named("chat fake-chat-model")
+    assert len(chats) == 3
+    [inner] = [c for c in chats if parent_of(c) == tool_span.context.span_id]
+    assert inner.context.trace_id == tool_span.context.trace_id
+
+
+@tool
+def ask_inner(question: str) -> str:
+    """Ask another agent (an Agent run inside a tool)."""
+    inner = Agent(llm=FakeChatModel(["Inner answer."]), name="inner")
+    return str(inner.invoke(question))
+
+
+def test_an_agent_run_inside_a_tool_is_its_own_invoke_agent_span_once(spans: Spans) -> None:
+    instrument(spans.provider)
+    model = FakeChatModel([{"tool_calls": [{"name": "ask_inner", "args": {"question": "q"}}]}, "Done."])
+    outer = Agent(llm=model, tools=[ask_inner], name="outer")
+
+    assert outer.invoke("Go.") == "Done."
+
+    outer_span, inner_span = spans.one("invoke_agent outer"), spans.one("invoke_agent inner")
+    tool_span = spans.one("execute_tool ask_inner")
+    assert parent_of(tool_span) == outer_span.context.span_id
+    assert parent_of(inner_span) == tool_span.context.span_id
+    chats = spans.named("chat fake-chat-model")
+    assert len(chats) == 3
+    assert [parent_of(c) for c in chats].count(inner_span.context.span_id) == 1
+
+
+@pytest.mark.parametrize("failing", ["raises", "to_model"])
+async def test_an_async_failing_tool_ends_its_span_with_error_status(spans: Spans, failing: str) -> None:
+    instrument(spans.provider)
+    model = FakeChatModel([{"tool_calls": [{"name": "explode", "args": {"query": "q"}}]}, "Sorry."])
+    agent = Agent(llm=model, tools=[explode], tool_errors="raise" if failing == "raises" else "model")
+
+    if failing == "raises":
+        with pytest.raises(ValueError, match="cannot use"):
+            await agent.ainvoke("go")
+    else:
+        assert await agent.ainvoke("go") == "Sorry."
+
+    tool_span = spans.one("execute_tool explode")
+    assert tool_span.status.status_code == StatusCode.ERROR
+    assert (tool_span.attributes or {})["error.type"] == tool_span.status.description == "ValueError"
+    root = spans.one("invoke_agent Agent")
+    assert root.status.status_code == (StatusCode.ERROR if failing == "raises" else StatusCode.UNSET)
+    assert SENTINEL not in spans.text()
+
+
+def test_a_failing_model_call_ends_its_chat_span_with_error_status(spans: Spans) -> None:
+    instrument(spans.provider)
+
+    def fail(messages: Any, tools: Any) -> str:
+        raise ValueError(f"provider said {SENTINEL}")
+
+    agent = Agent(llm=FunctionChatModel(fail))
+
+    with pytest.raises(ValueError):
+        agent.invoke("go")
+
+    chat = spans.one("chat fake-chat-model")
+    assert chat.status.status_code == StatusCode.ERROR and chat.status.description == "ValueError"
+    assert spans.one("invoke_agent Agent").status.status_code == StatusCode.ERROR
+    assert SENTINEL not in spans.text()
+
+
+@dataclasses.dataclass
+class Creds:
+    """A dataclass context."""
+
+    api_token: str
+
+
+@pytest.mark.parametrize("capture_content", [False, True])
+def test_a_deep_agent_subagent_call_under_instrument(spans: Spans, capture_content: bool) -> None:
+    instrument(spans.provider, capture_content=capture_content)
+    task = {"name": "task", "args": {"description": "Find facts.", "subagent_type": "researcher"}}
+    model = FakeChatModel(
+        [{"tool_calls": [task]}, {"tool_calls": [{"name": "add", "args": {"a": 2, "b": 3}}]}, "Facts found.", "Final."]
+    )
+    # (the subagent's tool does not read the context: deepagents' subagents serialise it with a pydantic warning,
+    # which fails a tool that takes the runtime under this suite's warnings-as-errors, traced or not)
+    subagent = {"name": "researcher", "description": "Finds facts.", "system_prompt": "Be brief.", "tools": [add]}
+    deep = DeepAgent(llm=model, checkpointer=False, name="lead", subagents=[subagent], context_schema=Creds)
+
+    assert deep.invoke("Plan it.", context=Creds(api_token=SENTINEL)) == "Final."
+
+    lead, researcher = spans.one("invoke_agent lead"), spans.one("invoke_agent researcher")
+    task_span, add_span = spans.one("execute_tool task"), spans.one("execute_tool add")
+    assert lead.parent is None
+    assert parent_of(task_span) == lead.context.span_id
+    assert parent_of(researcher) == task_span.context.span_id
+    assert parent_of(add_span) == researcher.context.span_id
+    assert add_span.status.status_code == StatusCode.UNSET
+    chats = spans.named("chat fake-chat-model")
+    assert len(chats) == 4  # two of the lead's, two of the researcher's: none twice
+    assert [parent_of(c) for c in chats].count(lead.context.span_id) == 2
+    assert [parent_of(c) for c in chats].count(researcher.context.span_id) == 2
+    assert len({s.context.trace_id for s in spans.all()}) == 1
+    assert SENTINEL not in spans.text()
+    assert ("gen_ai.tool.call.result" in (add_span.attributes or {})) is capture_content
+    assert ("Find facts." in spans.text()) is capture_content
+
+
+def test_a_durable_session_turn_under_instrument(spans: Spans) -> None:
+    from ai_utils.sessions import memory_sessions
+
+    instrument(spans.provider)
+    model = FakeChatModel([{"tool_calls": [{"name": "whoami", "args": {"query": "me"}}]}, "You are you."])
+    tools = [durable_tool(whoami, idempotent=True)]
+    agent = Agent(llm=model, tools=tools, sessions=memory_sessions(), context_schema=Secrets, name="desk")
+    session = agent.session(context=Secrets(api_token=SENTINEL))
+
+    assert session.prompt("Who am I?").result(timeout=60).output == "You are you."
+
+    root = spans.one("invoke_agent desk")
+    assert sorted(s.name for s in spans.all()) == [
+        "chat fake-chat-model",
+        "chat fake-chat-model",
+        "execute_tool whoami",
+        "invoke_agent desk",
+    ]
+    for span in spans.all():
+        assert (span.attributes or {})["gen_ai.conversation.id"] == session.id
+        assert span is root or parent_of(span) == root.context.span_id
+    assert SENTINEL not in spans.text()
+
+
+def aside_chain() -> Any:
+    return ChatPromptTemplate.from_messages([("human", "{text}")]) | FakeChatModel(["Aside."], cycle=True)
+
+
+def assert_stream_tree(spans: Spans, chunks: int) -> None:
+    root = spans.one("invoke_agent calc")
+    chats = spans.named("chat fake-chat-model")
+    assert chunks >= 2 and len(chats) == 2 + chunks
+    assert [parent_of(c) for c in chats].count(root.context.span_id) == 2  # the run's own, once each
+    assert [c.parent for c in chats].count(None) == chunks  # the consumer's: not part of the run, not suppressed
+    assert parent_of(spans.one("execute_tool add")) == root.context.span_id
+
+
+def test_a_stream_traces_itself_and_the_consumers_own_runs_are_traced_as_usual(spans: Spans) -> None:
+    instrument(spans.provider)
+    aside, chunks = aside_chain(), 0
+    for _ in calculator().stream("What is 2 + 3?", thread_id="t"):
+        chunks += 1
+        aside.invoke({"text": "between chunks"})  # the consumer's own LangChain run
+    assert_stream_tree(spans, chunks)
+
+
+async def test_an_astream_traces_itself_and_the_consumers_own_runs_are_traced_as_usual(spans: Spans) -> None:
+    instrument(spans.provider)
+    aside, chunks = aside_chain(), 0
+    async for _ in calculator().astream("What is 2 + 3?", thread_id="t"):
+        chunks += 1
+        await aside.ainvoke({"text": "between chunks"})
+    assert_stream_tree(spans, chunks)
+
+
+def assert_closed_early(spans: Spans) -> None:
+    root = spans.one("invoke_agent Agent")
+    assert root.status.status_code == StatusCode.UNSET  # the consumer stopped reading: nothing failed
+    assert parent_of(spans.one("chat fake-chat-model")) == root.context.span_id
+
+
+def test_a_stream_closed_early_ends_its_span(spans: Spans) -> None:
+    stream = Agent(llm=FakeChatModel(["One two three four."]), tracer_provider=spans.provider).stream("Count.")
+    next(stream)
+    stream.close()
+    assert_closed_early(spans)
+
+
+async def test_an_astream_closed_early_ends_its_span(spans: Spans) -> None:
+    astream = Agent(llm=FakeChatModel(["One two three four."]), tracer_provider=spans.provider).astream("Count.")
+    await anext(astream)
+    await astream.aclose()  # type: ignore[attr-defined]
+    assert_closed_early(spans)

@@ -1,0 +1,157 @@
+"""`SpanTracer`: the GenAI spans of our own runs, made from the run path's tracing slot (`ai_utils._run.tracing`).
+
+Same spans, attributes and rules as `OpenTelemetryCallbackHandler` (``invoke_agent``, ``chat``, ``execute_tool``;
+content only with ``capture_content``, through the handler's one gate, secrets redacted; the run's ``context``
+and exception messages never), but from the hooks our runs pass anyway instead of LangChain callbacks, whose
+machinery costs far more than the spans (see `ai_utils._run.tracing`). Each tracer has its companion handler
+(same provider and settings), which traces what a tool call runs. A context is never attached: a parent is
+passed with ``set_span_in_context``; a run's span without a parent takes the ambient context (the
+application's request span). Every method logs a failure and returns: tracing never breaks a run.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.errors import GraphBubbleUp
+
+from ai_utils._compat.langchain_core import ls_params
+from ai_utils.otel import _attributes as attrs
+from ai_utils.otel._handler import OpenTelemetryCallbackHandler, _interrupt_ids
+
+try:
+    from opentelemetry import trace
+    from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+except ImportError as _import_error:  # pragma: no cover - _handler raised first
+    from ai_utils._optional import missing_extra
+
+    raise missing_extra("opentelemetry-api", extra="otel", feature="OpenTelemetry tracing") from _import_error
+
+__all__ = ["SpanTracer"]
+
+logger = logging.getLogger(__name__)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _guarded(method: _F) -> _F:
+    """Never let a tracing problem break the run: log it and go on."""
+
+    @functools.wraps(method)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except Exception:
+            logger.debug("OpenTelemetry span %s failed", method.__name__, exc_info=True)
+            return None
+
+    return guarded  # type: ignore[return-value]
+
+
+def _parent(span: Any) -> Any:
+    return trace.set_span_in_context(span) if span is not None else None
+
+
+class SpanTracer:
+    """Makes the spans of our runs (a `ai_utils._run.tracing.RunTracer`).
+
+    Args:
+        tracer_provider: where spans go (default: OpenTelemetry's global provider).
+        capture_content: add message text, tool arguments and tool results as span attributes.
+    """
+
+    def __init__(self, tracer_provider: TracerProvider | None = None, *, capture_content: bool = False) -> None:
+        self.handler = OpenTelemetryCallbackHandler(tracer_provider, capture_content=capture_content)
+        self._tracer = self.handler._tracer
+
+    def _content(self, span: Span, name: str, value: Callable[[], str]) -> None:
+        self.handler._content(span, name, value)
+
+    @_guarded
+    def start_agent(self, name: str, conversation: str | None, parent: Any) -> Span:
+        """``invoke_agent <name>``."""
+        attributes: dict[str, Any] = {attrs.OPERATION_NAME: "invoke_agent", attrs.AGENT_NAME: name}
+        if conversation is not None:
+            attributes[attrs.CONVERSATION_ID] = conversation
+        return self._tracer.start_span(
+            f"invoke_agent {name}", context=_parent(parent), kind=SpanKind.INTERNAL, attributes=attributes
+        )
+
+    @_guarded
+    def start_chat(self, request: Any, conversation: str | None, parent: Any) -> Span:
+        """``chat <model>``, from the model call's request (the model's LangSmith parameters name it)."""
+        model = request.model
+        metadata = ls_params(model, request.model_settings or {}) if isinstance(model, BaseChatModel) else {}
+        if conversation is not None:
+            metadata["thread_id"] = conversation
+        # The model's own fields only when its LangSmith parameters do not name it (a failed getattr is slow).
+        params = (
+            None if metadata.get("ls_model_name") else {k: getattr(model, k, None) for k in ("model", "model_name")}
+        )
+        name, attributes = attrs.chat_attributes(metadata, params)
+        span = self._tracer.start_span(
+            f"chat {name}" if name else "chat", context=_parent(parent), kind=SpanKind.CLIENT, attributes=attributes
+        )
+        if self.handler.capture_content:
+            system = request.system_message
+            sent = [system, *request.messages] if system is not None else list(request.messages)
+            self._content(span, attrs.INPUT_MESSAGES, lambda: attrs.messages_json(sent))
+        return span
+
+    @_guarded
+    def end_chat(self, span: Span, response: Any) -> None:
+        """Response model, usage, finish reasons (and the gateway's request id) on the ``chat`` span."""
+        inner = getattr(response, "model_response", response)
+        result = getattr(inner, "result", None)
+        messages = [m for m in (result if result is not None else [inner]) if isinstance(m, AIMessage)]
+        span.set_attributes(attrs.answer_attributes(messages))
+        self._content(span, attrs.OUTPUT_MESSAGES, lambda: attrs.messages_json(messages))
+        span.end()
+
+    @_guarded
+    def start_tool(self, request: Any, conversation: str | None, parent: Any) -> Span:
+        """``execute_tool <tool>``."""
+        call = request.tool_call
+        tool = request.tool
+        serialized = {"name": tool.name, "description": tool.description} if tool is not None else None
+        metadata = {"thread_id": conversation} if conversation is not None else None
+        name, attributes = attrs.tool_attributes(serialized, call.get("name"), call.get("id"), metadata)
+        span = self._tracer.start_span(
+            f"execute_tool {name}", context=_parent(parent), kind=SpanKind.INTERNAL, attributes=attributes
+        )
+        # The model's arguments: the injected ones (the runtime and its context) are not among them.
+        self._content(span, attrs.TOOL_CALL_ARGUMENTS, lambda: attrs.content_json(call.get("args")))
+        return span
+
+    @_guarded
+    def end_tool(self, span: Span, result: Any) -> None:
+        """The span ends; a ``ToolMessage`` with ``status="error"`` (a failure handed to the model) is an error."""
+        failed = isinstance(result, ToolMessage) and result.status == "error"
+        output = result.content if isinstance(result, ToolMessage) else result
+        self._content(span, attrs.TOOL_CALL_RESULT, lambda: attrs.content_json(output))
+        if failed:
+            span.set_attribute(attrs.ERROR_TYPE, "tool_error")
+            span.set_status(Status(StatusCode.ERROR, "tool_error"))
+        span.end()
+
+    @_guarded
+    def paused(self, span: Span, interrupts: Sequence[Any]) -> None:
+        """An ``interrupt`` event with the interrupts' ids (never their payloads)."""
+        ids = [str(item.id) for item in interrupts if getattr(item, "id", None) is not None]
+        span.add_event("interrupt", {"interrupt.ids": ids, "interrupt.count": len(ids)})
+
+    @_guarded
+    def end(self, span: Span, error: BaseException | None = None) -> None:
+        """End ``span``; an error's type (never its message) as its status; an interrupt is an event."""
+        if isinstance(error, GraphBubbleUp):
+            span.add_event("interrupt", _interrupt_ids(error))
+        elif error is not None and not isinstance(error, GeneratorExit):
+            kind = type(error).__qualname__
+            span.set_attribute(attrs.ERROR_TYPE, kind)
+            span.set_status(Status(StatusCode.ERROR, kind))
+        span.end()
