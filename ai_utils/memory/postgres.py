@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import threading
 import time
 import weakref
@@ -122,8 +123,10 @@ class _FreshCheck:
     """A pool ``check`` that skips the liveness round trip for a connection handed out within ``seconds``.
 
     The pool takes back only connections that are still healthy (a broken one is discarded when it comes back), so
-    one in use a moment ago is as likely alive as one that just passed the check (the server may go away right
-    after either; a statement on a broken connection fails and the pool replaces it).
+    one in use a moment ago is as likely alive as one that just passed the check. One the server closed meanwhile
+    (a restart, ``pg_terminate_backend``, an idle timeout) is still caught: its socket has input (no round trip to
+    see that), so it gets the full check and the pool hands out another. A server gone without closing the socket
+    is only found by the next statement, which fails.
     """
 
     def __init__(self, seconds: float) -> None:
@@ -133,9 +136,21 @@ class _FreshCheck:
     def __call__(self, conn: Any) -> None:
         now = time.monotonic()
         given = self._given.get(conn)
-        if given is None or now - given > self.seconds:
+        # An idle connection gets nothing from the server: anything on its socket (a FATAL notice, the end of the
+        # stream) means it may be closed, and the full check (a round trip) finds out.
+        if given is None or now - given > self.seconds or _has_input(conn.pgconn.socket):
             ConnectionPool.check_connection(conn)
         self._given[conn] = now
+
+
+def _has_input(fd: int) -> bool:
+    """Whether the socket has something to read (or was closed), without waiting."""
+    poll = getattr(select, "poll", None)
+    if poll is None:  # Windows
+        return bool(select.select([fd], [], [], 0)[0])
+    poller = poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 class PostgresCheckpointSaver(Closeable, ThreadedAsyncSaver, PostgresSaver):

@@ -133,15 +133,30 @@ class Leases:
 
     def release(self, session_id: str, token: int) -> None:
         """Give the lease back (a fenced worker's release changes nothing); wakes waiting workers elsewhere."""
-        with self.db.write() as cur:
-            cur.execute(
-                "UPDATE ai_utils_sessions SET lease_owner = NULL, lease_until = 0 "
-                "WHERE session_id = ? AND lease_token = ?" + returning(self.db, notify="control"),
-                (session_id, token),
-            )
-            released = cur.rowcount == 1
-        if released and self.leases.get(session_id) == token:
+        forgot = False
+        try:
+            with self.db.write() as cur:
+                cur.execute(
+                    "UPDATE ai_utils_sessions SET lease_owner = NULL, lease_until = 0 "
+                    "WHERE session_id = ? AND lease_token = ?" + returning(self.db, notify="control"),
+                    (session_id, token),
+                )
+                forgot = cur.rowcount == 1 and self.forget(session_id, token)  # before the commit: see `forget`
+        except BaseException:
+            if forgot:  # not committed: still this worker's lease
+                self.leases[session_id] = token
+            raise
+
+    def forget(self, session_id: str, token: int) -> bool:
+        """Drop ``token`` from `leases` (``False``: not listed), before the commit that gives the lease back.
+
+        The keeper reports a held lease its renewal missed as taken over; a lease given back (committed) but still
+        listed would be reported so (a spurious ``lease.lost``).
+        """
+        if self.leases.get(session_id) == token:
             del self.leases[session_id]
+            return True
+        return False
 
     @contextlib.contextmanager
     def fenced(self, session_id: str, token: int) -> Iterator[tuple[Cursor, int]]:

@@ -189,26 +189,32 @@ class SessionStore(Inputs):
         Returns:
             Whether the lease was given back.
         """
-        with self.fenced(session_id, token) as (cur, last):
-            self._append(cur, session_id, last, turn_id, lines, notify="ends")  # wakes result() waiters elsewhere
-            cur.execute(
-                "UPDATE ai_utils_turns SET status = ?, stop_reason = ?, result = ?, "
-                "first_cursor = COALESCE(first_cursor, ?) WHERE turn_id = ?",
-                (status, stop_reason, dumps(result), last + 1, turn_id),
-            )
-            # Given back only when nothing else waits (no open turn, no steer): one statement, no extra round trip.
-            cur.execute(
-                "UPDATE ai_utils_sessions SET lease_owner = NULL, lease_until = 0 WHERE session_id = ? "
-                f"AND NOT EXISTS (SELECT 1 FROM ai_utils_turns WHERE session_id = ? AND status IN {OPEN}) "
-                "AND NOT EXISTS (SELECT 1 FROM ai_utils_inputs WHERE session_id = ? AND kind = 'steer' AND taken = 0)"
-                + returning(self.db, "1", notify="control"),
-                (session_id, session_id, session_id),
-            )
-            if cur.fetchone() is None:
-                return False
-        if self.leases.get(session_id) == token:
-            del self.leases[session_id]
-        return True
+        given = forgot = False
+        try:
+            with self.fenced(session_id, token) as (cur, last):
+                self._append(cur, session_id, last, turn_id, lines, notify="ends")  # wakes result() waiters elsewhere
+                cur.execute(
+                    "UPDATE ai_utils_turns SET status = ?, stop_reason = ?, result = ?, "
+                    "first_cursor = COALESCE(first_cursor, ?) WHERE turn_id = ?",
+                    (status, stop_reason, dumps(result), last + 1, turn_id),
+                )
+                # Given back only when nothing else waits (no open turn, no steer): one statement, one round trip.
+                cur.execute(
+                    "UPDATE ai_utils_sessions SET lease_owner = NULL, lease_until = 0 WHERE session_id = ? "
+                    f"AND NOT EXISTS (SELECT 1 FROM ai_utils_turns WHERE session_id = ? AND status IN {OPEN}) "
+                    "AND NOT EXISTS (SELECT 1 FROM ai_utils_inputs WHERE session_id = ? AND kind = 'steer' "
+                    "AND taken = 0)" + returning(self.db, "1", notify="control"),
+                    (session_id, session_id, session_id),
+                )
+                # Forgotten before the commit: the keeper never finds a lease given back still listed as this
+                # worker's (it would report it taken over).
+                given = cur.fetchone() is not None
+                forgot = given and self.forget(session_id, token)
+        except BaseException:
+            if forgot:  # not committed: still this worker's lease
+                self.leases[session_id] = token
+            raise
+        return given
 
     def journal(self, session_id: str, token: int, execution_id: str) -> bool:
         """Record that a call starts; ``False`` when it was recorded before (it may have partly run)."""
