@@ -216,6 +216,8 @@ def paused(frame: Frame | None, interrupts: Sequence[Any]) -> None:
 
 
 # --- model calls --------------------------------------------------------------------------------------------
+# The sync and async wrappers below differ only by ``await``: a shared context manager would cost a generator per
+# model and tool call on the path this module exists to keep cheap, so they stay written out twice.
 
 
 def call_model(handler: Callable[[Any], _R], request: Any) -> _R:

@@ -5,9 +5,11 @@ the server closed is replaced either way: the saver's next call works, none fail
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
+import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from ai_utils.memory.postgres import PostgresCheckpointSaver, postgres_saver
@@ -54,26 +56,20 @@ def _survives_a_dropped_connection(saver: PostgresCheckpointSaver, uri: str, *, 
     assert saver.get_tuple(_config("t")) is not None
 
 
-def test_by_default_every_hand_out_is_checked(postgres_db: str) -> None:
-    saver = postgres_saver(postgres_db, min_size=1, max_size=1)
+@pytest.mark.parametrize(
+    ("make", "idle"),
+    [
+        pytest.param(postgres_saver, 0.0, id="by default every hand-out is checked"),
+        pytest.param(_FreshSaver, 0.0, id="a connection used a moment ago that the server closed is still replaced"),
+        pytest.param(_BrieflyFreshSaver, 0.4, id="a connection idle longer than fresh_seconds gets the full check"),
+    ],
+)
+def test_a_connection_the_server_closed_is_replaced(
+    postgres_db: str, make: Callable[..., PostgresCheckpointSaver], idle: float
+) -> None:
+    saver = make(postgres_db, min_size=1, max_size=1)
     try:
-        assert saver.fresh_seconds == 0
-        _survives_a_dropped_connection(saver, postgres_db)
-    finally:
-        saver.close()
-
-
-def test_a_connection_used_a_moment_ago_that_the_server_closed_is_still_replaced(postgres_db: str) -> None:
-    saver = _FreshSaver(postgres_db, min_size=1, max_size=1)
-    try:
-        _survives_a_dropped_connection(saver, postgres_db)
-    finally:
-        saver.close()
-
-
-def test_a_connection_idle_longer_than_fresh_seconds_gets_the_full_check(postgres_db: str) -> None:
-    saver = _BrieflyFreshSaver(postgres_db, min_size=1, max_size=1)
-    try:
-        _survives_a_dropped_connection(saver, postgres_db, idle=0.4)
+        assert saver.fresh_seconds == (0 if make is postgres_saver else make.fresh_seconds)  # type: ignore[attr-defined]
+        _survives_a_dropped_connection(saver, postgres_db, idle=idle)
     finally:
         saver.close()
