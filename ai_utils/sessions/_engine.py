@@ -346,9 +346,7 @@ class Engine:
                 await self.signal.await_version(key, seen, delay)
                 delay = min(delay * 1.5, cap)
                 woken = self.signal.version(key) != seen
-                if woken or not notified or time.time() >= got.until or got.holder is None:
-                    break
-                if got.holder is not None and got.holder.dead_here():
+                if woken or not notified or time.time() >= got.until or got.holder is None or got.holder.dead_here():
                     break
 
     async def _work(self, session_id: str) -> None:
@@ -442,9 +440,10 @@ class Engine:
                 continue
             # Cancels sent from other processes: at once for a session it runs that got a control notification,
             # else every control_seconds (a notification may be lost).
-            due = controlled is None or time.monotonic() >= look_at
             try:
-                if running and (due or not controlled.isdisjoint(running)):  # type: ignore[union-attr]
+                if running and (
+                    controlled is None or time.monotonic() >= look_at or not controlled.isdisjoint(running)
+                ):
                     look_at = time.monotonic() + store.control_seconds
                     cancelled = store.cancel_seqs()
                     for session_id, seq in running.items():
