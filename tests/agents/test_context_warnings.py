@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 from langchain.tools import ToolRuntime
+from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from pydantic import BaseModel
 
 from ai_utils import Agent, DeepAgent
-from ai_utils.testing import FakeChatModel
+from ai_utils.testing import FakeChatModel, FunctionChatModel
 
 PROC = Path(__file__).with_name("_typed_context_proc.py")
 SENTINEL = "sk-SENTINEL-5b1e93d2"
@@ -84,3 +85,41 @@ def test_a_tool_reading_the_runtime_raises_no_warning_and_logs_no_context(
     assert SENTINEL not in caplog.text
     tool_result = next(m for m in model.calls[-1] if getattr(m, "name", None) == "whoami")
     assert tool_result.text == f"token of length {len(SENTINEL)}"  # the tool did read the context
+
+
+@pytest.mark.parametrize("subagent", ["general-purpose", "ops"])
+def test_a_subagents_tool_reading_the_runtime_sees_the_context_and_warns_nowhere(
+    subagent: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    sub_results: list[ToolMessage] = []
+
+    def team(messages: list[BaseMessage], tools: list[dict[str, object]]) -> object:
+        main = isinstance(messages[0], SystemMessage) and messages[0].text.startswith("MAIN")
+        results = [m for m in messages if isinstance(m, ToolMessage)]
+        if main:
+            task = {"description": "who am I", "subagent_type": subagent}
+            return f"Main: {results[-1].text}" if results else {"tool_calls": [{"name": "task", "args": task}]}
+        if results:
+            sub_results[:] = results
+            return "sub done"
+        return {"tool_calls": [{"name": "whoami", "args": {"query": "x"}}, {"name": "ls", "args": {"path": "/"}}]}
+
+    caplog.set_level(logging.DEBUG)
+    ops = {"name": "ops", "description": "Answers who is asking.", "system_prompt": "OPS.", "tools": [whoami]}
+    agent = DeepAgent(
+        llm=FunctionChatModel(team),
+        prompt="MAIN: delegate.",
+        tools=[whoami],
+        subagents=[ops],  # type: ignore[list-item]
+        context_schema=Secrets,
+        checkpointer=False,
+    )
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert agent.invoke("hi", context=Secrets(api_token=SENTINEL)) == "Main: sub done"
+
+    assert [str(w.message) for w in caught] == []
+    assert SENTINEL not in caplog.text
+    assert [(m.name, m.status) for m in sub_results] == [("whoami", "success"), ("ls", "success")]
+    assert sub_results[0].text == f"token of length {len(SENTINEL)}"
