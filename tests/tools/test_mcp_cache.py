@@ -21,12 +21,12 @@ def empty_cache() -> Iterator[None]:
 
 
 def _list_requests(counter_url: str) -> int:
-    count: int = httpx.get(counter_url.removesuffix("/mcp") + "/_list_tools", timeout=5).json()
+    count: int = httpx.get(counter_url.removesuffix("/mcp") + "/_list_tools", timeout=30).json()
     return count
 
 
 def _closed(counter_url: str) -> list[str]:
-    closed: list[str] = httpx.get(counter_url.removesuffix("/mcp") + "/_closed", timeout=5).json()
+    closed: list[str] = httpx.get(counter_url.removesuffix("/mcp") + "/_closed", timeout=30).json()
     return closed
 
 
