@@ -83,7 +83,7 @@ class PreparedCall:
 
     route: Route
     runnable: Runnable[LanguageModelInput, AIMessage]
-    messages: list[BaseMessage]
+    messages: LanguageModelInput
     dropped: DroppedContentReport
     refusal: PolicyRule | None
     started: float
@@ -147,7 +147,9 @@ def prepare_call(route: Route, messages: Any, request: Request, *, model: BaseCh
         GatewayError: a text-only route and nothing but non-text content to send.
     """
     started = time.perf_counter()
-    listed = as_messages(messages)
+    # A string (text only) goes to the model as it is: LangChain makes the one human message from it, as for a
+    # plain ``model.invoke("...")``, instead of validating a list of ours again.
+    listed: LanguageModelInput = messages if isinstance(messages, str) else as_messages(messages)
     tools = list(request.tools or ())
     report = NOTHING_DROPPED
     refusal: PolicyRule | None = None
@@ -155,7 +157,7 @@ def prepare_call(route: Route, messages: Any, request: Request, *, model: BaseCh
         if request.strict_text_only:
             refusal, report = _refusal(report, route), NOTHING_DROPPED
         else:
-            listed, tools = strip_non_text(listed), []
+            listed, tools = strip_non_text(as_messages(listed)), []
             if not listed:
                 raise GatewayError(
                     f"Feature {route.feature!r} routes to the text-only model {route.provider}:{route.model}, and "
