@@ -10,16 +10,19 @@ the call gets a refusal rule the gateway appends to its policy chain, so it is b
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from langchain_core.runnables import RunnableConfig
+from langchain_core.utils.uuid import uuid7
 
 from ai_utils.gateway.completion import GatewayResponse, GatewayStream, StreamChunk, response_from
 from ai_utils.gateway.dropped import (
+    NOTHING_DROPPED,
     DroppedContentReport,
     OnDroppedContent,
     as_messages,
@@ -80,7 +83,7 @@ class PreparedCall:
 
     route: Route
     runnable: Runnable[LanguageModelInput, AIMessage]
-    messages: list[BaseMessage]
+    messages: LanguageModelInput
     dropped: DroppedContentReport
     refusal: PolicyRule | None
     started: float
@@ -119,6 +122,14 @@ def _refusal(report: DroppedContentReport, route: Route) -> PolicyRule:
     return strict_text_only
 
 
+@functools.cache
+def _bind_request() -> Callable[..., tuple[Runnable[LanguageModelInput, AIMessage], tuple[str, ...]]]:
+    # Imported on first use (``ai_utils.llm`` is not imported with the gateway), then kept: every call binds.
+    from ai_utils.llm._request import bind_request
+
+    return bind_request
+
+
 def prepare_call(route: Route, messages: Any, request: Request, *, model: BaseChatModel) -> PreparedCall:
     """Read the messages, strip or refuse non-text content for a text-only route, bind tools and options.
 
@@ -136,29 +147,29 @@ def prepare_call(route: Route, messages: Any, request: Request, *, model: BaseCh
         GatewayError: a text-only route and nothing but non-text content to send.
     """
     started = time.perf_counter()
-    listed = as_messages(messages)
+    # A string (text only) goes to the model as it is: LangChain makes the one human message from it, as for a
+    # plain ``model.invoke("...")``, instead of validating a list of ours again.
+    listed: LanguageModelInput = messages if isinstance(messages, str) else as_messages(messages)
     tools = list(request.tools or ())
-    report = DroppedContentReport()
+    report = NOTHING_DROPPED
     refusal: PolicyRule | None = None
-    if route.is_text_only:
-        report = report_dropped_content(listed, tools)
-        if report.has_content and request.strict_text_only:
-            refusal, report = _refusal(report, route), DroppedContentReport()
-        elif report.has_content:
-            listed, tools = strip_non_text(listed), []
+    if route.is_text_only and (report := report_dropped_content(listed, tools)) is not NOTHING_DROPPED:
+        if request.strict_text_only:
+            refusal, report = _refusal(report, route), NOTHING_DROPPED
+        else:
+            listed, tools = strip_non_text(as_messages(listed)), []
             if not listed:
                 raise GatewayError(
                     f"Feature {route.feature!r} routes to the text-only model {route.provider}:{route.model}, and "
                     f"without its {report.describe()} the call has no text left to send. Send a text message."
                 )
-    from ai_utils.llm._request import bind_request
-
-    runnable, dropped_options = bind_request(model, tools=tools, options=request.options())
+    runnable, dropped_options = _bind_request()(model, tools=tools, options=request.options())
     if dropped_options:
         report = report.with_options(dropped_options)
-    if report:
+    if report is not NOTHING_DROPPED:
         if request.on_dropped_content is not None:
             request.on_dropped_content(report)
         else:
             log_dropped_content(report, feature=route.feature, provider=route.provider, model=route.model)
-    return PreparedCall(route, runnable, listed, report, refusal, started, RunnableConfig(run_id=uuid4()))
+    # A UUIDv7 run id, as LangChain gives a run it names itself (and cheaper to make than a uuid4).
+    return PreparedCall(route, runnable, listed, report, refusal, started, RunnableConfig(run_id=uuid7()))

@@ -175,10 +175,12 @@ class MemoryAuditSink:
             entry: the row: an `AuditEntry`, or a mapping with the same keys (``request_id`` and ``status``
                 decide whether it completes a pending row; without them it is simply appended).
         """
-        if isinstance(entry, Mapping):
-            request_id, status = entry.get("request_id"), entry.get("status")
-        else:
+        request_id: Any
+        status: Any
+        if type(entry) is AuditEntry or not isinstance(entry, Mapping):  # the exact type first: no ABC check
             request_id, status = entry.request_id, entry.status
+        else:
+            request_id, status = entry.get("request_id"), entry.get("status")
         index = self._pending.pop(request_id, None) if request_id is not None else None
         if index is not None:
             self.entries[index] = entry

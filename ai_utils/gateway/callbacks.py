@@ -9,6 +9,7 @@ after it, so a sink that cannot write fails the call before any token is produce
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -41,6 +42,13 @@ __all__ = ["POLICY_TAP", "GatewayCallbackHandler", "PolicyTap"]
 
 # LangChain/LangGraph bookkeeping keys that do not belong in audit metadata.
 _INTERNAL_PREFIXES = ("ls_", "lc_", "langgraph_", "checkpoint_", "__")
+
+
+@functools.lru_cache(maxsize=256)
+def _audited_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The run metadata keys an audit row keeps (``thread_id`` last), once per key set: every call asks."""
+    kept = tuple(k for k in keys if not k.startswith(_INTERNAL_PREFIXES) and k != "thread_id")
+    return (*kept, "thread_id") if "thread_id" in keys else kept
 
 
 @dataclass(slots=True)
@@ -254,11 +262,7 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         run_metadata: Mapping[str, Any] | None,
         model: str | None = None,
     ) -> None:
-        metadata = {
-            k: v for k, v in (run_metadata or {}).items() if not k.startswith(_INTERNAL_PREFIXES) and k != "thread_id"
-        }
-        if run_metadata and "thread_id" in run_metadata:
-            metadata["thread_id"] = run_metadata["thread_id"]
+        metadata = {k: run_metadata[k] for k in _audited_keys(tuple(run_metadata))} if run_metadata else {}
         metadata.update(self.metadata)
         started = time.perf_counter()
         decisions = self._decide(tools, metadata)  # `metadata` holds the handler's own already

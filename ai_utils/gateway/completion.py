@@ -124,6 +124,25 @@ class GatewayResponse:
         return self.provider
 
 
+class _ContentBlocks:
+    """``GatewayResponse.content_blocks`` of a response `response_from` built without it.
+
+    LangChain's provider block translators are not free and most callers read ``text``: the blocks are translated
+    from ``message`` on first read and then kept in the instance, where a value given to ``__init__`` lives too.
+    """
+
+    def __get__(self, response: GatewayResponse | None, owner: type | None = None) -> Any:
+        if response is None:
+            return self
+        blocks = [dict(block) for block in response.message.content_blocks]
+        response.__dict__["content_blocks"] = blocks
+        return blocks
+
+
+# A non-data descriptor set after the dataclass is made, so ``content_blocks`` stays a required field.
+setattr(GatewayResponse, "content_blocks", _ContentBlocks())  # noqa: B010
+
+
 @dataclass
 class StreamFinal:
     """What `consume_stream` assembles.
@@ -353,7 +372,10 @@ def response_from(
     ai = message if isinstance(message, AIMessage) else AIMessage(content=message.content)
     usage = dict(ai.usage_metadata) if ai.usage_metadata else None
     metadata = ai.response_metadata
-    return GatewayResponse(
+    # Every gateway call builds one: filled in one step rather than through the frozen __init__ (one
+    # object.__setattr__ per field), ``content_blocks`` left to `_ContentBlocks` (translated on first read).
+    response = object.__new__(GatewayResponse)
+    response.__dict__.update(
         text=ai.text,
         message=ai,
         usage=usage,
@@ -362,7 +384,6 @@ def response_from(
         request_id=request_id,
         latency_ms=round((time.perf_counter() - started) * 1000, 3),
         cache_hit=cache_hit(usage),
-        content_blocks=[dict(block) for block in ai.content_blocks],
         dropped_content=dropped,
         policy_decisions=list(decisions),
         tool_calls=[
@@ -370,3 +391,4 @@ def response_from(
         ],
         stop_reason=metadata.get("finish_reason") or metadata.get("stop_reason"),
     )
+    return response

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_messages
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage, convert_to_messages
 from langchain_core.prompt_values import PromptValue
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
@@ -127,6 +127,9 @@ class DroppedContentReport:
         return ", ".join(parts) or "nothing"
 
 
+NOTHING_DROPPED = DroppedContentReport()
+"""The empty report (frozen, so shared): what a call that drops nothing carries."""
+
 OnDroppedContent = Callable[[DroppedContentReport], Any]
 """``on_dropped_content(report)``: told what a call left out, before the provider is called."""
 
@@ -146,13 +149,13 @@ def as_messages(messages: Any) -> list[BaseMessage]:
         UserError: ``messages`` is empty or not a message list.
     """
     if isinstance(messages, str):
-        from langchain_core.messages import HumanMessage
-
         return [HumanMessage(messages)]
     if isinstance(messages, PromptValue):
         return messages.to_messages()
     if isinstance(messages, BaseMessage):
         return [messages]
+    if type(messages) is list and messages and all(isinstance(m, BaseMessage) for m in messages):
+        return list(messages)  # already messages (the gateway's own list, read again by report_dropped_content)
     if not isinstance(messages, Sequence) or not messages:
         raise UserError(
             f"messages={messages!r} is not a message list. Pass a string, LangChain messages or "
@@ -228,6 +231,8 @@ def report_dropped_content(messages: Any, tools: Sequence[Any] | None = None) ->
             block_calls = max(block_calls, len(message.tool_calls) + len(message.invalid_tool_calls))
         tool_calls += block_calls
     names = tuple(_tool_name(tool) for tool in tools or ())
+    if not (images or tool_calls or tool_results or names or other):
+        return NOTHING_DROPPED
     return DroppedContentReport(
         images=images, tool_calls=tool_calls, tool_results=tool_results, tools=names, other=other
     )

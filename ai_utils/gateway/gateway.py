@@ -99,6 +99,7 @@ class Gateway:
         self.default_actor = to_actor(default_actor)
         self.enforce_actor = enforce_actor
         self._models: dict[str, BaseChatModel] = {}
+        self._invoke_models: dict[str, BaseChatModel] = {}
         self._secrets: dict[str, tuple[str, ...]] = {}
         # Sink, mode, hooks and clock live on the recorder every handler of this gateway writes through.
         self._recorder = CallRecorder(
@@ -226,10 +227,34 @@ class Gateway:
             self._secrets[route.feature] = model_secrets(model)
         return model
 
-    def _prepare(self, feature: str, messages: Any, request: Request) -> PreparedCall:
+    def _invoke_model(self, route: Route) -> BaseChatModel:
+        """The route's model for `complete`/`acomplete`, built once per route: the same model, streaming off.
+
+        LangChain streams an ``invoke`` when a streaming handler (``astream_events``, LangGraph's messages mode)
+        is attached, and finds out with a slow runtime ``Protocol`` check of every handler on every call. A
+        gateway call names its callbacks in its own config, which replaces an enclosing run's, so its handlers are
+        the gateway's, the model's own and LangChain's configure hooks (tracers, usage, `ai_utils.otel`), none of
+        them streaming: the answer is always "no". A copy with ``disable_streaming=True`` gives it before the check.
+        A model that streams by itself, has callbacks of its own or is a fallback chain (its attempts are models
+        of their own) is used as it is.
+        """
+        model = self._invoke_models.get(route.feature)
+        if model is None:
+            model = self._model(route)
+            if not (
+                model.callbacks
+                or model.disable_streaming
+                or getattr(model, "streaming", None) is True
+                or callable(getattr(type(model), "bind_request", None))
+            ):
+                model = model.model_copy(update={"disable_streaming": True})
+            self._invoke_models[route.feature] = model
+        return model
+
+    def _prepare(self, feature: str, messages: Any, request: Request, *, invoke: bool = False) -> PreparedCall:
         handler = self._handler(feature, request.actor, request.metadata, request.parent_run_id, self.policy)
         route = self._checked_route(handler)
-        model = self._model(route)
+        model = self._invoke_model(route) if invoke else self._model(route)
         handler.secrets = self._secrets[route.feature]
         call = prepare_call(route, messages, request, model=model)
         if call.refusal is not None:
@@ -288,7 +313,7 @@ class Gateway:
             actor, metadata, tools, temperature, max_tokens, response_format, betas, parent_run_id,
             strict_text_only, on_dropped_content,
         )  # fmt: skip
-        call = self._prepare(feature, messages, request)
+        call = self._prepare(feature, messages, request, invoke=True)
         message = call.runnable.invoke(call.messages, config=call.config)
         return call.response(message)
 
@@ -313,7 +338,7 @@ class Gateway:
             actor, metadata, tools, temperature, max_tokens, response_format, betas, parent_run_id,
             strict_text_only, on_dropped_content,
         )  # fmt: skip
-        call = self._prepare(feature, messages, request)
+        call = self._prepare(feature, messages, request, invoke=True)
         message = await call.runnable.ainvoke(call.messages, config=call.config)
         return call.response(message)
 

@@ -83,6 +83,10 @@ class PolicyContext:
 
 PolicyRule: TypeAlias = Callable[[PolicyContext], "PolicyDecision | None"]
 
+# The default chain's allowing decisions, built once: every allowed call makes them (they are frozen).
+_ROUTED = PolicyDecision("feature_registered", True)
+_HAS_ACTOR = PolicyDecision("require_actor", True)
+
 
 def feature_registered(context: PolicyContext) -> PolicyDecision:
     """Deny a feature that has no route. Keep it in every custom chain.
@@ -98,7 +102,7 @@ def feature_registered(context: PolicyContext) -> PolicyDecision:
         return PolicyDecision(
             "feature_registered", False, f"Feature {context.feature!r} has no route (known: {known}). Add a Route."
         )
-    return PolicyDecision("feature_registered", True)
+    return _ROUTED
 
 
 def require_actor(context: PolicyContext) -> PolicyDecision:
@@ -114,7 +118,7 @@ def require_actor(context: PolicyContext) -> PolicyDecision:
         return PolicyDecision(
             "require_actor", False, f"Feature {context.feature!r} needs an actor. Pass actor=Actor(user_id=...)."
         )
-    return PolicyDecision("require_actor", True)
+    return _HAS_ACTOR
 
 
 def tool_allowlist(allowed: Mapping[str, Iterable[str]], *, enforce_all: bool = False) -> PolicyRule:

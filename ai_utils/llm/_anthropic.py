@@ -43,7 +43,11 @@ class ChatAnthropicModel(ChatAnthropic):
     @property
     def _async_client(self) -> anthropic.AsyncClient:
         loop = asyncio.get_running_loop()
-        client = self._loop_clients.get(loop)
+        # Read from pydantic's private dict: ``self._loop_clients`` raises and catches an AttributeError inside
+        # pydantic on every read, and every call asks.
+        clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anthropic.AsyncClient]
+        clients = (self.__pydantic_private__ or {})["_loop_clients"]
+        client = clients.get(loop)
         if client is None:
             params = dict(self._client_params)
             http: dict[str, Any] = {"base_url": params["base_url"]}
@@ -52,7 +56,7 @@ class ChatAnthropicModel(ChatAnthropic):
             if self.anthropic_proxy:
                 http["proxy"] = self.anthropic_proxy
             client = anthropic.AsyncClient(**params, http_client=anthropic.DefaultAsyncHttpxClient(**http))
-            self._loop_clients[loop] = client
+            clients[loop] = client
             on_loop_close(client.close)
         return client
 

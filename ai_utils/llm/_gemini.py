@@ -55,8 +55,11 @@ class ChatGeminiModel(ChatGoogleGenerativeAI):
     def async_client(self) -> Any:
         aio = super().async_client
         loop = asyncio.get_running_loop()
-        if loop not in self._closing_loops:
-            self._closing_loops.add(loop)
+        # Read from pydantic's private dict: ``self._closing_loops`` raises and catches an AttributeError inside
+        # pydantic on every read, and every call asks.
+        closing: weakref.WeakSet[asyncio.AbstractEventLoop] = (self.__pydantic_private__ or {})["_closing_loops"]
+        if loop not in closing:
+            closing.add(loop)
             pool = getattr(getattr(aio, "_api_client", None), "_async_httpx_client", None)
             if pool is not None:
                 on_loop_close(lambda: _close_loop_pool(pool))  # not the loop: a closer must not keep it alive

@@ -78,12 +78,17 @@ class LoopBoundOpenAIClient(BaseChatOpenAI):
         if self.http_async_client is not None or self.root_async_client is None:
             return
         loop = asyncio.get_running_loop()
-        clients = self._loop_clients.get(loop)
+        # Read from pydantic's private dict: ``self._loop_clients`` raises and catches an AttributeError inside
+        # pydantic on every read, and every call asks.
+        table: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, Any]]
+        table = (self.__pydantic_private__ or {})["_loop_clients"]
+        clients = table.get(loop)
         if clients is None:
             root = self.root_async_client.copy(http_client=openai.DefaultAsyncHttpxClient())
-            clients = self._loop_clients[loop] = (root, root.chat.completions)
+            clients = table[loop] = (root, root.chat.completions)
             on_loop_close(root.close)
-        self.root_async_client, self.async_client = clients
+        if self.root_async_client is not clients[0] or self.async_client is not clients[1]:
+            self.root_async_client, self.async_client = clients  # pydantic assignments: only on a loop change
 
     async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
         self._bind_async_client_to_loop()

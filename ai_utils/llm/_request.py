@@ -69,6 +69,11 @@ def _family_of(kind: type) -> _Family:  # once per model class: every gateway ca
     return next((family for name, family in _FAMILIES if name in names), "other")
 
 
+@functools.cache
+def _binds_itself(kind: type) -> bool:  # once per model class (on a pydantic model a missing attribute raises)
+    return callable(getattr(kind, "bind_request", None))
+
+
 def _response_format(value: ResponseFormat) -> dict[str, Any] | None:
     """The OpenAI-shaped format, ``None`` for plain text; `UserError` for anything else."""
     if value == "text":
@@ -151,10 +156,13 @@ def bind_request(
     Returns:
         ``(runnable, dropped)``: the model ready to call, and the names of the options its provider does not take.
     """
-    own = getattr(model, "bind_request", None)
-    if callable(own):
-        bound: tuple[Runnable[LanguageModelInput, AIMessage], tuple[str, ...]] = own(tools=tools, options=options or {})
+    if _binds_itself(type(model)):
+        bound: tuple[Runnable[LanguageModelInput, AIMessage], tuple[str, ...]] = model.bind_request(  # type: ignore[attr-defined]
+            tools=tools, options=options or {}
+        )
         return bound
+    if not tools and not options:
+        return model, ()  # the plain call (nothing to bind, nothing dropped)
     kwargs, dropped = request_kwargs(model, options or {})
     runnable: Runnable[LanguageModelInput, AIMessage] = model.bind_tools(list(tools)) if tools else model
     if kwargs:

@@ -199,6 +199,8 @@ class FallbackChatModel(MessageChatModel):
         Returns:
             The runnable and the option names any of the models drops.
         """
+        if not tools and not options:
+            return self, ()  # nothing to bind: this model's own fallbacks, built once (no chain per call)
         bound = [bind_request(model, tools=tools, options=options) for model in self.models]
         dropped = tuple(dict.fromkeys(name for _, names in bound for name in names))
         first, *rest = [runnable for runnable, _ in bound]

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from _provider_servers import FakeAnthropicServer, FakeDeepSeekServer, FakeGeminiServer, ProviderServer
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
 
 from ai_utils import ModelProfiles
@@ -109,6 +110,36 @@ async def test_astream_and_acomplete_on_anthropic(anthropic_server: FakeAnthropi
     texts = [c["text"] async for c in gateway.astream("support", "hi", actor=ACTOR) if c["type"] == "text-delta"]
     assert "".join(texts) == "Hello there."
     assert (await gateway.acomplete("support", "hi", actor=ACTOR)).text == "Hello there."
+
+
+async def test_complete_asks_for_no_stream_even_inside_a_streamed_run_and_a_streaming_route_still_streams(
+    anthropic_server: FakeAnthropicServer,
+) -> None:
+    # complete/acomplete use the route's model with streaming off (LangChain's per-call streaming-handler check is
+    # skipped): their config names the gateway's callbacks, which replace an enclosing run's, so no streaming
+    # handler was ever attached, even under astream_events. stream/astream stream; a streaming=True route too.
+    anthropic_server.reply("Hello there.")
+    sink = MemoryAuditSink()
+    routes = [
+        Route("support", "anthropic", "claude-haiku-5-5", {"max_retries": 0}),
+        Route("live", "anthropic", "claude-haiku-5-5", {"max_retries": 0, "streaming": True}),
+    ]
+    gateway = Gateway(routes=routes, audit=sink)
+    assert (await gateway.acomplete("support", "hi", actor=ACTOR)).text == "Hello there."
+    assert gateway.complete("support", "hi", actor=ACTOR).text == "Hello there."
+
+    async def node(question: str) -> str:
+        return (await gateway.acomplete("support", question, actor=ACTOR)).text
+
+    events = [event async for event in RunnableLambda(node).astream_events("hi", version="v2")]
+    assert [event for event in events if event["event"] == "on_chat_model_stream"] == []
+    assert [call.stream for call in anthropic_server.calls] == [False, False, False]
+    assert "".join(
+        [c["text"] async for c in gateway.astream("support", "hi", actor=ACTOR) if c["type"] == "text-delta"]
+    )
+    assert (await gateway.acomplete("live", "hi", actor=ACTOR)).text == "Hello there."
+    assert [call.stream for call in anthropic_server.calls[3:]] == [True, True]
+    assert [entry.status for entry in sink.entries] == ["succeeded"] * 5
 
 
 def test_anthropic_gets_betas_max_tokens_temperature_and_a_json_schema(anthropic_server: FakeAnthropicServer) -> None:
