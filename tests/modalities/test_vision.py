@@ -62,11 +62,14 @@ def test_a_large_image_is_the_exact_base64_of_its_bytes(openai_server: FakeOpenA
     as_ints = memoryview(bytearray(image + b"\0" * (-len(image) % 4))).cast("I")  # a view of 4-byte items
     llm = local_llm(openai_server)
 
-    vision("Describe.", [image, bytearray(image), memoryview(image), as_ints], llm=llm)
+    larger = png(400, 300, noise=bytes(range(7, 256)) * 1500)  # then a smaller one: no bytes of the larger one stay
+
+    vision("Describe.", [image, bytearray(image), memoryview(image), as_ints, larger, image], llm=llm)
 
     urls = [part["image_url"]["url"] for part in sent_parts(openai_server)[1:]]
     assert urls[:3] == [data_url("image/png", image)] * 3
     assert urls[3] == data_url("image/png", as_ints.tobytes())
+    assert urls[4:] == [data_url("image/png", larger), data_url("image/png", image)]
     assert base64.b64decode(urls[0].split(",", 1)[1], validate=True) == image
 
 
