@@ -191,9 +191,11 @@ def _read(llm: BaseChatModel, ask: _Ask, reply: AIMessage) -> list[float]:
     seen: set[str] = set()  # a token listed twice counts once (its first, highest entry)
     for candidate in (entry, *alternatives):
         token, logprob = candidate.get("token"), candidate.get("logprob")
-        if not isinstance(token, str) or not isinstance(logprob, _NUMBER) or isinstance(logprob, bool):
+        if type(logprob) is not float and (not isinstance(logprob, _NUMBER) or isinstance(logprob, bool)):
             continue
-        if not math.isfinite(logprob) or logprob > 1e-6:
+        if type(token) is not str and not isinstance(token, str):
+            continue
+        if not -math.inf < logprob <= 1e-6:  # also false for NaN
             raise ModelOutputError(
                 f"The chat model {_model_name(llm, reply)!r} sent the log-probability {logprob!r} for {token!r}; "
                 "log-probabilities are finite and <= 0. The server's logprobs are broken; try another server or "
@@ -224,8 +226,8 @@ def _read(llm: BaseChatModel, ask: _Ask, reply: AIMessage) -> list[float]:
 
 
 def _logsumexp(values: list[float]) -> float:
-    if not values:
-        return -math.inf
+    if len(values) < 2:
+        return values[0] if values else -math.inf
     peak = max(values)
     if peak == -math.inf:
         return peak

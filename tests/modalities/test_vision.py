@@ -56,6 +56,23 @@ def test_urls_paths_bytes_and_data_urls_of_each_format(openai_server: FakeOpenAI
     assert sent_parts(openai_server)[1]["image_url"]["url"] == data_url("image/png", image)
 
 
+def test_a_large_image_is_the_exact_base64_of_its_bytes(openai_server: FakeOpenAIServer) -> None:
+    # Larger than one 48 KB encoding step and not a multiple of it: the steps join with no padding between.
+    image = png(300, 200, noise=bytes(range(251)) * 800)
+    as_ints = memoryview(bytearray(image + b"\0" * (-len(image) % 4))).cast("I")  # a view of 4-byte items
+    llm = local_llm(openai_server)
+
+    larger = png(400, 300, noise=bytes(range(7, 256)) * 1500)  # then a smaller one: no bytes of the larger one stay
+
+    vision("Describe.", [image, bytearray(image), memoryview(image), as_ints, larger, image], llm=llm)
+
+    urls = [part["image_url"]["url"] for part in sent_parts(openai_server)[1:]]
+    assert urls[:3] == [data_url("image/png", image)] * 3
+    assert urls[3] == data_url("image/png", as_ints.tobytes())
+    assert urls[4:] == [data_url("image/png", larger), data_url("image/png", image)]
+    assert base64.b64decode(urls[0].split(",", 1)[1], validate=True) == image
+
+
 def test_the_content_decides_the_type_not_the_name_or_label(openai_server: FakeOpenAIServer, tmp_path: Path) -> None:
     image = png()
     (tmp_path / "photo.jpg").write_bytes(image)  # a PNG saved with a .jpg name
