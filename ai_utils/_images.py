@@ -27,7 +27,9 @@ Detail: TypeAlias = Literal["auto", "low", "high"]
 _FORMATS = "PNG, JPEG, GIF or WebP"
 # Input bytes per base64 step (a multiple of 3, so the steps' texts join without padding in between).
 _B64_STEP = 3 * 16384
-_SCRATCH_MAX = 16 * 1024 * 1024
+# A thread keeps its scratch buffer only up to this size (the base64 of a ~3 MB image): a larger image gets a
+# fresh buffer, so a pool of threads never holds more than a few MB each.
+_SCRATCH_MAX = 4 * 1024 * 1024
 _scratch = threading.local()
 
 
