@@ -183,6 +183,8 @@ class Engine:
         self._keeping = True
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._root: asyncio.Task[Any] | None = None
+        self._done: asyncio.Future[None] | None = None
         # Loops that run drivers: the SQLite saver runs inline there.
         self.loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -202,7 +204,20 @@ class Engine:
     def _serve(self) -> None:
         assert self._loop is not None
         asyncio.set_event_loop(self._loop)
-        self._loop.run_forever()
+        # Under a root task rather than ``run_forever``: anyio (the checkpointer's ``to_thread``) looks for the loop's
+        # root task on every call and caches it once found; on a loop without one each call scans every task.
+        self._done = self._loop.create_future()
+        with contextlib.suppress(asyncio.CancelledError):
+            self._loop.run_until_complete(self._idle(self._done))
+
+    async def _idle(self, done: asyncio.Future[None]) -> None:
+        """The background loop's root task: runs until `close` sets ``done``."""
+        self._root = asyncio.current_task()
+        await done
+
+    def _finish(self) -> None:
+        if self._done is not None and not self._done.done():
+            self._done.set_result(None)
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop working: start no new turn, let running ones finish (up to ``timeout`` s), stop the loop.
@@ -223,7 +238,7 @@ class Engine:
             return
 
         async def stop() -> None:
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and t is not self._root]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -234,7 +249,7 @@ class Engine:
 
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
+        loop.call_soon_threadsafe(self._finish)  # the root task ends: the loop stops
         thread.join(10)
         if not thread.is_alive():
             loop.close()
