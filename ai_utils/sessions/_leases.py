@@ -66,6 +66,9 @@ class Leases:
     lease_seconds: float
     # Lease tokens this worker holds (or held until it was fenced): the checkpointer fences with them.
     leases: dict[str, int]
+    # session -> (token, last_cursor) as this worker's last committed write under that lease left the session (only
+    # the lease holder stores lines): its next write need not read the cursor first (`fenced`).
+    tails: dict[str, tuple[int, int]]
 
     def claim(self, session_id: str) -> tuple[int, str | None] | None:
         """Take the session's lease when it is free, expired or held by a dead process of this host.
@@ -153,6 +156,7 @@ class Leases:
         The keeper reports a held lease its renewal missed as taken over; a lease given back (committed) but still
         listed would be reported so (a spurious ``lease.lost``).
         """
+        self.tails.pop(session_id, None)
         if self.leases.get(session_id) == token:
             del self.leases[session_id]
             return True
@@ -160,9 +164,29 @@ class Leases:
 
     @contextlib.contextmanager
     def fenced(self, session_id: str, token: int) -> Iterator[tuple[Cursor, int]]:
-        """A write transaction that holds only while ``token`` is the session's lease: ``(cursor, last_cursor)``."""
-        with self.db.write() as cur:
-            yield cur, self.check_fence(cur, session_id, token)[0]
+        """A write transaction that holds only while ``token`` is the session's lease: ``(cursor, last_cursor)``.
+
+        Where the dialect checks the lease in SQL (`Db.fence_check`) and this worker's own last write under the lease
+        left the cursor it knows (`tails`), the check rides with the writes and nothing is read first (Postgres: one
+        round trip); a stale token fails that statement, the transaction rolls back, `SessionFencedError`. A caller
+        that stored lines records the new tail after the commit (`tail`).
+        """
+        tail = self.tails.pop(session_id, None)
+        try:
+            with self.db.write() as cur:
+                if self.db.fence_check and tail is not None and tail[0] == token:
+                    cur.execute(self.db.fence_check, (session_id, token))
+                    last = tail[1]
+                else:
+                    last = self.check_fence(cur, session_id, token)[0]
+                yield cur, last
+        except self.db.fence_errors:
+            raise _fenced_error(session_id, token) from None
+
+    def tail(self, session_id: str, token: int, last: int) -> None:
+        """Record the cursor this worker's committed write under lease ``token`` left the session at."""
+        if self.leases.get(session_id) == token:
+            self.tails[session_id] = (token, last)
 
     def check_fence(self, cur: Cursor, session_id: str, token: int) -> tuple[int, int]:
         """Lock the session row in write transaction ``cur``; ``(last_cursor, cancel_seq)`` while ``token`` holds.
@@ -177,11 +201,7 @@ class Leases:
         )
         row = cur.fetchone()
         if row is None or int(row[0]) != token:
-            raise SessionFencedError(
-                f"Session {session_id!r} was taken over by another worker (lease token {token} is stale); "
-                "this worker's writes are refused.",
-                session_id=session_id,
-            )
+            raise _fenced_error(session_id, token)
         return int(row[1]), int(row[2])
 
     def lease_free(self, session_id: str) -> bool:
@@ -211,6 +231,14 @@ class Leases:
             if holder is None or holder.host != host_id():
                 elsewhere[str(session_id)] = float(until)
         return Orphans(free, elsewhere)
+
+
+def _fenced_error(session_id: str, token: int) -> SessionFencedError:
+    return SessionFencedError(
+        f"Session {session_id!r} was taken over by another worker (lease token {token} is stale); "
+        "this worker's writes are refused.",
+        session_id=session_id,
+    )
 
 
 def _claimable(owner: object, until: float, now: float) -> bool:

@@ -48,17 +48,28 @@ class _FencedPostgresSaver(FencedWrites, PostgresCheckpointSaver):
             with super()._cursor(pipeline=pipeline) as cur:
                 yield cur
             return
+        from psycopg.errors import DivisionByZero
         from psycopg.rows import dict_row
 
-        with self.pool.connection() as conn, _transaction(conn) as raw:
-            # FOR KEY SHARE: a takeover changes lease_token, a key column (unique index), so it waits for this write
-            # to commit; a lease renewal or a cursor update changes no key and need not wait. The token is read
-            # with the writes queued behind it and checked before the commit (a stale worker's writes roll back).
-            raw.execute("SELECT lease_token FROM ai_utils_sessions WHERE session_id = %s FOR KEY SHARE", (fence[0],))
-            with conn.cursor(binary=True, row_factory=dict_row) as cur:
-                yield cur
-            row = raw.fetchone()
-            check_fence(fence, None if row is None else row[0])
+        try:
+            with self.pool.connection() as conn, _transaction(conn) as raw:
+                # FOR KEY SHARE: a takeover changes lease_token, a key column (unique index), so it waits for this
+                # write to commit; a lease renewal or a cursor update changes no key and need not wait. The token is
+                # checked by the server, first in the transaction: a stale one fails the statement (division by
+                # zero), the writes queued behind it are skipped and the COMMIT rolls back. Nothing is read back, so
+                # the whole write is one round trip.
+                raw.execute(_FENCE_CHECK, fence)
+                with conn.cursor(binary=True, row_factory=dict_row) as cur:
+                    yield cur
+        except DivisionByZero:
+            check_fence(fence, None)  # raises SessionFencedError
+            raise  # pragma: no cover - check_fence always raises on None
+
+
+# 1 while ``(session_id, lease_token)`` is this worker's lease (its row locked FOR KEY SHARE), else division by zero.
+_FENCE_CHECK = (
+    "SELECT 1 / COALESCE((SELECT 1 FROM ai_utils_sessions WHERE session_id = %s AND lease_token = %s FOR KEY SHARE), 0)"
+)
 
 
 @contextlib.contextmanager
@@ -132,9 +143,15 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
     notify = f"pg_notify('{CHANNEL}', session_id)"
     notify_control = f"pg_notify('{CHANNEL}', '{_CONTROL}' || session_id)"
     notify_ends = f"pg_notify('{CHANNEL}', '{_ENDS}' || session_id)"
+    fence_check = (
+        "SELECT 1 / COALESCE((SELECT 1 FROM ai_utils_sessions WHERE session_id = ? AND lease_token = ? FOR UPDATE), 0)"
+    )
 
     def __init__(self, saver: _FencedPostgresSaver, conn_string: str) -> None:
+        from psycopg.errors import DivisionByZero
+
         super().__init__(saver)
+        self.fence_errors = (DivisionByZero,)
         self.conn_string = conn_string
         self._keeper_lock = threading.Lock()
         self._keeper_conn: Any = None

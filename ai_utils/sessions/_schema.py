@@ -117,6 +117,12 @@ class Db(Protocol):
     """As `notify`, for a cancel or a prompt that interrupts: wakes the worker running the session's turn."""
     notify_ends: str
     """As `notify`, for the lines that end a turn: also wakes those waiting for the turn's result."""
+    fence_check: str
+    """A statement on ``(session_id, lease_token)`` that locks the session row and fails (one of `fence_errors`)
+    unless the token is the session's lease, so a write can check its lease without reading anything back; ``""``
+    where the dialect reads the token instead (SQLite: no round trips to save)."""
+    fence_errors: tuple[type[BaseException], ...]
+    """What a failed `fence_check` raises."""
 
     def write(self) -> contextlib.AbstractContextManager[Cursor]:
         """One write transaction: committed on success, rolled back on error."""
@@ -147,6 +153,8 @@ class SaverDb(Generic[SaverT]):
     notify: str = ""
     notify_control: str = ""
     notify_ends: str = ""
+    fence_check: str = ""
+    fence_errors: tuple[type[BaseException], ...] = ()
 
     def __init__(self, saver: SaverT) -> None:
         self.saver = saver

@@ -70,6 +70,7 @@ class SessionStore(Inputs):
         # host|pid|process start|nonce: a worker on this host can tell when this one died (_holder.py).
         self.owner = str(this_holder())
         self.leases = {}
+        self.tails = {}
         self._engine: Any = None
         db.setup(SCHEMA)
 
@@ -162,12 +163,15 @@ class SessionStore(Inputs):
                     "UPDATE ai_utils_sessions SET fingerprint = ? WHERE session_id = ?",
                     (dumps(fingerprint), session_id),
                 )
+        self.tail(session_id, token, cursor)
         return turn.seq <= cancel_seq
 
     def append(self, session_id: str, token: int, turn_id: str, lines: Sequence[str]) -> int:
         """Log chunks of a running turn; returns the last cursor."""
         with self.fenced(session_id, token) as (cur, last):
-            return self._append(cur, session_id, last, turn_id, lines)
+            last = self._append(cur, session_id, last, turn_id, lines)
+        self.tail(session_id, token, last)
+        return last
 
     def end_turn(
         self,
@@ -192,7 +196,7 @@ class SessionStore(Inputs):
         given = forgot = False
         try:
             with self.fenced(session_id, token) as (cur, last):
-                self._append(cur, session_id, last, turn_id, lines, notify="ends")  # wakes result() waiters elsewhere
+                end = self._append(cur, session_id, last, turn_id, lines, notify="ends")  # wakes result() elsewhere
                 cur.execute(
                     "UPDATE ai_utils_turns SET status = ?, stop_reason = ?, result = ?, "
                     "first_cursor = COALESCE(first_cursor, ?) WHERE turn_id = ?",
@@ -214,6 +218,8 @@ class SessionStore(Inputs):
             if forgot:  # not committed: still this worker's lease
                 self.leases[session_id] = token
             raise
+        if not given:
+            self.tail(session_id, token, end)
         return given
 
     def journal(self, session_id: str, token: int, execution_id: str) -> bool:
