@@ -334,13 +334,14 @@ class Engine:
                 self._kicks.pop(session_id, None)
             raise
 
-    async def _claim(self, session_id: str) -> tuple[int, str | None] | None:
+    async def _claim(self, session_id: str) -> tuple[int, str | None, Any] | None:
         """Take the session's lease, waiting while another worker holds it; ``None`` once it has no work left.
 
         Another worker's lease is waited for: woken when it is given back (at once in this process and, on Postgres,
         by ``NOTIFY``; a listener that lost its connection wakes every waiter when it is back), or when it runs out,
         or when its holder is seen dead on this host (a local check, no query). A wake-up first asks whether any
-        work is left: usually the worker that gave the lease back ran every queued turn.
+        work is left: usually the worker that gave the lease back ran every queued turn. With the lease comes the turn
+        to run now, read in the same transaction (``(turn,)``; ``None``: not read).
         """
         store, io = self.store, self.io
         notified = store.kind == "postgres"
@@ -352,7 +353,7 @@ class Engine:
             seen = self.signal.version(key)
             if woken and not await io(store.busy, session_id):
                 return None
-            got = await io(store.try_claim, session_id)
+            got = await io(store.claim_turn, session_id)
             if isinstance(got, tuple):
                 return got
             if not got.busy:
@@ -370,7 +371,7 @@ class Engine:
         claimed = await self._claim(session_id)
         if claimed is None:
             return
-        token, took_from = claimed
+        token, took_from, first = claimed
         if took_from is not None:
             logger.info("Session %r: its worker %s died on this host; continuing its turn now", session_id, took_from)
         events = self._events(session_id)
@@ -381,7 +382,8 @@ class Engine:
             from ai_utils.sessions._turns import run_turn
 
             while not self.closing:
-                turn = await io(store.next_turn, session_id)
+                turn = first[0] if first is not None else await io(store.next_turn, session_id)
+                first = None
                 if turn is None:
                     made = await io(store.steers_to_turn, session_id, token)
                     if made is not None:

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ai_utils.exceptions import SessionFencedError
 from ai_utils.sessions._holder import Holder, host_id
-from ai_utils.sessions._schema import Cursor, Db
+from ai_utils.sessions._schema import Cursor, Db, another_cursor, commit_early
 
 __all__ = ["Held", "Leases", "Orphans", "returning"]
 
 _OPEN = "('queued', 'running', 'resume')"
+T = TypeVar("T")
 
 
 def returning(db: Db, *columns: str, notify: str = "") -> str:
@@ -81,43 +83,66 @@ class Leases:
 
     def try_claim(self, session_id: str) -> tuple[int, str | None] | Held:
         """`claim`, or (not taken) who holds the lease, until when, and whether the session has work at all."""
+        got = self._try_claim(session_id)
+        return got if isinstance(got, Held) else got[:2]
+
+    def _try_claim(
+        self, session_id: str, also: Callable[[Cursor], Callable[[], T]] | None = None
+    ) -> tuple[int, str | None, T | None] | Held:
+        """`try_claim`, plus what ``also`` reads with the claim.
+
+        ``also`` queues a read on a second cursor right behind the claim and returns its reader: with a lease taken at
+        once the claim, that read and the commit are one round trip (Postgres). After a dead holder's takeover there is
+        no read (``None``: the caller reads itself).
+        """
         now = time.time()
         until = now + self.lease_seconds
-        took_from = None
         with self.db.write() as cur:
             cur.execute(
                 "UPDATE ai_utils_sessions SET lease_owner = ?, lease_token = lease_token + 1, lease_until = ? "
-                "WHERE session_id = ? AND (lease_owner IS NULL OR lease_until < ?)" + returning(self.db, "lease_token"),
+                "WHERE session_id = ? AND (lease_owner IS NULL OR lease_until < ?)"
+                + returning(self.db, "lease_token", "last_cursor"),
                 (self.owner, until, session_id, now),
+            )
+            read = None if also is None else also(another_cursor(cur))
+            commit_early(cur)  # nothing else to write: the results come back with the commit
+            row = cur.fetchone()
+            extra = None if row is None or read is None else read()
+        if row is None:
+            return self._take_over(session_id, until)
+        token = int(row[0])
+        self.leases[session_id] = token
+        self.tails[session_id] = (token, int(row[1]))  # the claim locked the row: no line was stored since
+        return token, None, extra
+
+    def _take_over(self, session_id: str, until: float) -> tuple[int, str | None, None] | Held:
+        """Who holds the lease (and whether the session has work); a dead holder of this host's is taken over now."""
+        with self.db.write() as cur:
+            cur.execute(
+                "SELECT lease_owner, lease_token, lease_until, "
+                f"EXISTS (SELECT 1 FROM ai_utils_turns WHERE session_id = s.session_id AND status IN {_OPEN}) "
+                "OR EXISTS (SELECT 1 FROM ai_utils_inputs WHERE session_id = s.session_id AND kind = 'steer' "
+                "AND taken = 0) FROM ai_utils_sessions s WHERE session_id = ?",
+                (session_id,),
+            )
+            held = cur.fetchone()
+            if held is None:
+                return Held(None, 0.0, False)
+            holder = Holder.parse(held[0])
+            if holder is None or not holder.dead_here():
+                return Held(holder, float(held[2]), bool(held[3]))
+            # Its holder died on this host: take it over now (only if nobody else did meanwhile).
+            cur.execute(
+                "UPDATE ai_utils_sessions SET lease_owner = ?, lease_token = lease_token + 1, lease_until = ? "
+                "WHERE session_id = ? AND lease_token = ?" + returning(self.db, "lease_token"),
+                (self.owner, until, session_id, held[1]),
             )
             row = cur.fetchone()
             if row is None:
-                cur.execute(
-                    "SELECT lease_owner, lease_token, lease_until, "
-                    f"EXISTS (SELECT 1 FROM ai_utils_turns WHERE session_id = s.session_id AND status IN {_OPEN}) "
-                    "OR EXISTS (SELECT 1 FROM ai_utils_inputs WHERE session_id = s.session_id AND kind = 'steer' "
-                    "AND taken = 0) FROM ai_utils_sessions s WHERE session_id = ?",
-                    (session_id,),
-                )
-                held = cur.fetchone()
-                if held is None:
-                    return Held(None, 0.0, False)
-                holder = Holder.parse(held[0])
-                if holder is None or not holder.dead_here():
-                    return Held(holder, float(held[2]), bool(held[3]))
-                # Its holder died on this host: take it over now (only if nobody else did meanwhile).
-                cur.execute(
-                    "UPDATE ai_utils_sessions SET lease_owner = ?, lease_token = lease_token + 1, lease_until = ? "
-                    "WHERE session_id = ? AND lease_token = ?" + returning(self.db, "lease_token"),
-                    (self.owner, until, session_id, held[1]),
-                )
-                row = cur.fetchone()
-                if row is None:
-                    return Held(None, 0.0, True)  # taken by another worker just now
-                took_from = str(held[0])
+                return Held(None, 0.0, True)  # taken by another worker just now
             token = int(row[0])
         self.leases[session_id] = token
-        return token, took_from
+        return token, str(held[0]), None
 
     def renew_all(self) -> set[str]:
         """Extend every lease this worker holds, in one statement; the sessions whose lease it still held."""

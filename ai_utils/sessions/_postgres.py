@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ai_utils.memory.postgres import PostgresCheckpointSaver
@@ -73,11 +73,12 @@ _FENCE_CHECK = (
 
 
 @contextlib.contextmanager
-def _transaction(conn: Any) -> Iterator[Any]:
+def _transaction(conn: Any, committed: Callable[[], bool] = lambda: False) -> Iterator[Any]:
     """One transaction in pipeline mode: its statements go out together, one round trip up to the commit.
 
     Only reading a result waits for the server (a flush, still inside the transaction). Committed at the end of the
-    block, rolled back when it raises (or a statement failed).
+    block unless ``committed()`` says the block queued the COMMIT itself (`_PgCursor.commit_early`); rolled back when
+    it raises before that (or a statement failed).
     """
     import psycopg
     from psycopg import pq
@@ -91,9 +92,11 @@ def _transaction(conn: Any) -> Iterator[Any]:
             except psycopg.Error:
                 raise  # a statement failed: the server skips the rest; rolled back below
             except BaseException:
-                cur.execute("ROLLBACK")
+                if not committed():
+                    cur.execute("ROLLBACK")
                 raise
-            cur.execute("COMMIT")
+            if not committed():
+                cur.execute("COMMIT")
     except BaseException:
         if conn.pgconn.transaction_status in (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR):
             conn.rollback()
@@ -105,9 +108,18 @@ class _PgCursor:
 
     def __init__(self, cur: Any) -> None:
         self._cur = cur
+        self.committed = False
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._cur.execute(sql.replace("?", "%s"), tuple(params))
+
+    def commit_early(self) -> None:
+        """Queue the COMMIT now: the results read after it come back with the commit, one round trip.
+
+        On a cursor of its own: a cursor reads the result of its last statement.
+        """
+        self._cur.connection.cursor().execute("COMMIT")
+        self.committed = True
 
     def fetchone(self) -> Any:
         return self._cur.fetchone()
@@ -158,8 +170,13 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Cursor]:
-        with self.saver.pool.connection() as conn, _transaction(conn) as cur:
-            yield _PgCursor(cur)
+        wrapped: _PgCursor | None = None
+        with (
+            self.saver.pool.connection() as conn,
+            _transaction(conn, lambda: bool(wrapped and wrapped.committed)) as cur,
+        ):
+            wrapped = _PgCursor(cur)
+            yield wrapped
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Cursor]:

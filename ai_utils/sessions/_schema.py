@@ -27,6 +27,7 @@ __all__ = [
     "SessionConfig",
     "TurnRow",
     "another_cursor",
+    "commit_early",
     "check_cursor",
     "check_id",
     "dumps",
@@ -95,6 +96,18 @@ class Cursor(Protocol):
     def rowcount(self) -> int: ...
     @property
     def description(self) -> Any: ...
+
+
+def commit_early(cur: Cursor) -> None:
+    """Queue write transaction ``cur``'s COMMIT before reading its last results.
+
+    On Postgres they come back with the commit (one round trip); where results are there at once (SQLite) nothing
+    happens and the block commits at its end. Only for a block that writes nothing after it and raises nothing that
+    would need a rollback.
+    """
+    commit = getattr(cur, "commit_early", None)
+    if commit is not None:
+        commit()
 
 
 def another_cursor(cur: Cursor) -> Cursor:
