@@ -117,7 +117,7 @@ class Leases:
 
     def _take_over(self, session_id: str, until: float) -> tuple[int, str | None, None] | Held:
         """Who holds the lease (and whether the session has work); a dead holder of this host's is taken over now."""
-        with self.db.write() as cur:
+        with self.db.read() as cur:
             cur.execute(
                 "SELECT lease_owner, lease_token, lease_until, "
                 f"EXISTS (SELECT 1 FROM ai_utils_turns WHERE session_id = s.session_id AND status IN {_OPEN}) "
@@ -126,12 +126,13 @@ class Leases:
                 (session_id,),
             )
             held = cur.fetchone()
-            if held is None:
-                return Held(None, 0.0, False)
-            holder = Holder.parse(held[0])
-            if holder is None or not holder.dead_here():
-                return Held(holder, float(held[2]), bool(held[3]))
-            # Its holder died on this host: take it over now (only if nobody else did meanwhile).
+        if held is None:
+            return Held(None, 0.0, False)
+        holder = Holder.parse(held[0])
+        if holder is None or not holder.dead_here():
+            return Held(holder, float(held[2]), bool(held[3]))
+        # Its holder died on this host: take it over now, only if nobody else did since that read (same token).
+        with self.db.write() as cur:
             cur.execute(
                 "UPDATE ai_utils_sessions SET lease_owner = ?, lease_token = lease_token + 1, lease_until = ? "
                 "WHERE session_id = ? AND lease_token = ?" + returning(self.db, "lease_token"),

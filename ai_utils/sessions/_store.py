@@ -135,8 +135,17 @@ class SessionStore(Inputs):
         return None if row is None else turn_row(row)
 
     def _append(
-        self, cur: Cursor, session_id: str, last: int, turn_id: str, lines: Sequence[str], notify: str = "lines"
+        self,
+        cur: Cursor,
+        session_id: str,
+        last: int,
+        turn_id: str,
+        lines: Sequence[str],
+        notify: str = "lines",
+        *,
+        also: tuple[str, ...] = (),
     ) -> int:
+        """Store ``lines`` after cursor ``last``; the new last cursor. ``also``: session columns its UPDATE returns."""
         for start in range(0, len(lines), _BATCH):
             batch = lines[start : start + _BATCH]
             values: list[Any] = []
@@ -149,7 +158,8 @@ class SessionStore(Inputs):
             )
         new_last = last + len(lines)
         cur.execute(
-            "UPDATE ai_utils_sessions SET last_cursor = ? WHERE session_id = ?" + returning(self.db, notify=notify),
+            "UPDATE ai_utils_sessions SET last_cursor = ? WHERE session_id = ?"
+            + returning(self.db, *also, notify=notify),
             (new_last, session_id),
         )
         return new_last
@@ -169,18 +179,17 @@ class SessionStore(Inputs):
         """
         with self.fenced(session_id, token) as (cur, last):
             # The row stays locked from here: a cancel sent meanwhile waits for this commit and is seen next time.
-            cursor = self._append(cur, session_id, last, turn.turn_id, [line])
             cur.execute(
                 "UPDATE ai_utils_turns SET status = 'running', first_cursor = COALESCE(first_cursor, ?) "
                 "WHERE turn_id = ?",
-                (cursor, turn.turn_id),
+                (last + 1, turn.turn_id),
             )
             if fingerprint is not None:
                 cur.execute(
                     "UPDATE ai_utils_sessions SET fingerprint = ? WHERE session_id = ?",
                     (dumps(fingerprint), session_id),
                 )
-            cur.execute("SELECT cancel_seq FROM ai_utils_sessions WHERE session_id = ?", (session_id,))
+            cursor = self._append(cur, session_id, last, turn.turn_id, [line], also=("cancel_seq",))
             commit_early(cur)  # read with the commit: one round trip after a claim (its cursor is known)
             cancel_seq = int(cur.fetchone()[0])
         self.tail(session_id, token, cursor)
