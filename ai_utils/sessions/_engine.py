@@ -183,6 +183,8 @@ class Engine:
         self._keeping = True
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._root: asyncio.Task[Any] | None = None
+        self._done: asyncio.Future[None] | None = None
         # Loops that run drivers: the SQLite saver runs inline there.
         self.loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -202,7 +204,20 @@ class Engine:
     def _serve(self) -> None:
         assert self._loop is not None
         asyncio.set_event_loop(self._loop)
-        self._loop.run_forever()
+        # Under a root task rather than ``run_forever``: anyio (the checkpointer's ``to_thread``) looks for the loop's
+        # root task on every call and caches it once found; on a loop without one each call scans every task.
+        self._done = self._loop.create_future()
+        with contextlib.suppress(asyncio.CancelledError):
+            self._loop.run_until_complete(self._idle(self._done))
+
+    async def _idle(self, done: asyncio.Future[None]) -> None:
+        """The background loop's root task: runs until `close` sets ``done``."""
+        self._root = asyncio.current_task()
+        await done
+
+    def _finish(self) -> None:
+        if self._done is not None and not self._done.done():
+            self._done.set_result(None)
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop working: start no new turn, let running ones finish (up to ``timeout`` s), stop the loop.
@@ -223,7 +238,7 @@ class Engine:
             return
 
         async def stop() -> None:
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and t is not self._root]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -234,7 +249,7 @@ class Engine:
 
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
+        loop.call_soon_threadsafe(self._finish)  # the root task ends: the loop stops
         thread.join(10)
         if not thread.is_alive():
             loop.close()
@@ -319,13 +334,14 @@ class Engine:
                 self._kicks.pop(session_id, None)
             raise
 
-    async def _claim(self, session_id: str) -> tuple[int, str | None] | None:
+    async def _claim(self, session_id: str) -> tuple[int, str | None, Any] | None:
         """Take the session's lease, waiting while another worker holds it; ``None`` once it has no work left.
 
         Another worker's lease is waited for: woken when it is given back (at once in this process and, on Postgres,
         by ``NOTIFY``; a listener that lost its connection wakes every waiter when it is back), or when it runs out,
         or when its holder is seen dead on this host (a local check, no query). A wake-up first asks whether any
-        work is left: usually the worker that gave the lease back ran every queued turn.
+        work is left: usually the worker that gave the lease back ran every queued turn. With the lease comes the turn
+        to run now, read in the same transaction (``(turn,)``; ``None``: not read).
         """
         store, io = self.store, self.io
         notified = store.kind == "postgres"
@@ -337,7 +353,7 @@ class Engine:
             seen = self.signal.version(key)
             if woken and not await io(store.busy, session_id):
                 return None
-            got = await io(store.try_claim, session_id)
+            got = await io(store.claim_turn, session_id)
             if isinstance(got, tuple):
                 return got
             if not got.busy:
@@ -355,7 +371,7 @@ class Engine:
         claimed = await self._claim(session_id)
         if claimed is None:
             return
-        token, took_from = claimed
+        token, took_from, first = claimed
         if took_from is not None:
             logger.info("Session %r: its worker %s died on this host; continuing its turn now", session_id, took_from)
         events = self._events(session_id)
@@ -366,7 +382,8 @@ class Engine:
             from ai_utils.sessions._turns import run_turn
 
             while not self.closing:
-                turn = await io(store.next_turn, session_id)
+                turn = first[0] if first is not None else await io(store.next_turn, session_id)
+                first = None
                 if turn is None:
                     made = await io(store.steers_to_turn, session_id, token)
                     if made is not None:

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ai_utils.exceptions import SessionFencedError
 from ai_utils.sessions._holder import Holder, host_id
-from ai_utils.sessions._schema import Cursor, Db
+from ai_utils.sessions._schema import Cursor, Db, another_cursor, commit_early
 
 __all__ = ["Held", "Leases", "Orphans", "returning"]
 
 _OPEN = "('queued', 'running', 'resume')"
+T = TypeVar("T")
 
 
 def returning(db: Db, *columns: str, notify: str = "") -> str:
@@ -66,6 +68,9 @@ class Leases:
     lease_seconds: float
     # Lease tokens this worker holds (or held until it was fenced): the checkpointer fences with them.
     leases: dict[str, int]
+    # session -> (token, last_cursor) as this worker's last committed write under that lease left the session (only
+    # the lease holder stores lines): its next write need not read the cursor first (`fenced`).
+    tails: dict[str, tuple[int, int]]
 
     def claim(self, session_id: str) -> tuple[int, str | None] | None:
         """Take the session's lease when it is free, expired or held by a dead process of this host.
@@ -78,43 +83,67 @@ class Leases:
 
     def try_claim(self, session_id: str) -> tuple[int, str | None] | Held:
         """`claim`, or (not taken) who holds the lease, until when, and whether the session has work at all."""
+        got = self._try_claim(session_id)
+        return got if isinstance(got, Held) else got[:2]
+
+    def _try_claim(
+        self, session_id: str, also: Callable[[Cursor], Callable[[], T]] | None = None
+    ) -> tuple[int, str | None, T | None] | Held:
+        """`try_claim`, plus what ``also`` reads with the claim.
+
+        ``also`` queues a read on a second cursor right behind the claim and returns its reader: with a lease taken at
+        once the claim, that read and the commit are one round trip (Postgres). After a dead holder's takeover there is
+        no read (``None``: the caller reads itself).
+        """
         now = time.time()
         until = now + self.lease_seconds
-        took_from = None
         with self.db.write() as cur:
             cur.execute(
                 "UPDATE ai_utils_sessions SET lease_owner = ?, lease_token = lease_token + 1, lease_until = ? "
-                "WHERE session_id = ? AND (lease_owner IS NULL OR lease_until < ?)" + returning(self.db, "lease_token"),
+                "WHERE session_id = ? AND (lease_owner IS NULL OR lease_until < ?)"
+                + returning(self.db, "lease_token", "last_cursor"),
                 (self.owner, until, session_id, now),
+            )
+            read = None if also is None else also(another_cursor(cur))
+            commit_early(cur)  # nothing else to write: the results come back with the commit
+            row = cur.fetchone()
+            extra = None if row is None or read is None else read()
+        if row is None:
+            return self._take_over(session_id, until)
+        token = int(row[0])
+        self.leases[session_id] = token
+        self.tails[session_id] = (token, int(row[1]))  # the claim locked the row: no line was stored since
+        return token, None, extra
+
+    def _take_over(self, session_id: str, until: float) -> tuple[int, str | None, None] | Held:
+        """Who holds the lease (and whether the session has work); a dead holder of this host's is taken over now."""
+        with self.db.read() as cur:
+            cur.execute(
+                "SELECT lease_owner, lease_token, lease_until, "
+                f"EXISTS (SELECT 1 FROM ai_utils_turns WHERE session_id = s.session_id AND status IN {_OPEN}) "
+                "OR EXISTS (SELECT 1 FROM ai_utils_inputs WHERE session_id = s.session_id AND kind = 'steer' "
+                "AND taken = 0) FROM ai_utils_sessions s WHERE session_id = ?",
+                (session_id,),
+            )
+            held = cur.fetchone()
+        if held is None:
+            return Held(None, 0.0, False)
+        holder = Holder.parse(held[0])
+        if holder is None or not holder.dead_here():
+            return Held(holder, float(held[2]), bool(held[3]))
+        # Its holder died on this host: take it over now, only if nobody else did since that read (same token).
+        with self.db.write() as cur:
+            cur.execute(
+                "UPDATE ai_utils_sessions SET lease_owner = ?, lease_token = lease_token + 1, lease_until = ? "
+                "WHERE session_id = ? AND lease_token = ?" + returning(self.db, "lease_token"),
+                (self.owner, until, session_id, held[1]),
             )
             row = cur.fetchone()
             if row is None:
-                cur.execute(
-                    "SELECT lease_owner, lease_token, lease_until, "
-                    f"EXISTS (SELECT 1 FROM ai_utils_turns WHERE session_id = s.session_id AND status IN {_OPEN}) "
-                    "OR EXISTS (SELECT 1 FROM ai_utils_inputs WHERE session_id = s.session_id AND kind = 'steer' "
-                    "AND taken = 0) FROM ai_utils_sessions s WHERE session_id = ?",
-                    (session_id,),
-                )
-                held = cur.fetchone()
-                if held is None:
-                    return Held(None, 0.0, False)
-                holder = Holder.parse(held[0])
-                if holder is None or not holder.dead_here():
-                    return Held(holder, float(held[2]), bool(held[3]))
-                # Its holder died on this host: take it over now (only if nobody else did meanwhile).
-                cur.execute(
-                    "UPDATE ai_utils_sessions SET lease_owner = ?, lease_token = lease_token + 1, lease_until = ? "
-                    "WHERE session_id = ? AND lease_token = ?" + returning(self.db, "lease_token"),
-                    (self.owner, until, session_id, held[1]),
-                )
-                row = cur.fetchone()
-                if row is None:
-                    return Held(None, 0.0, True)  # taken by another worker just now
-                took_from = str(held[0])
+                return Held(None, 0.0, True)  # taken by another worker just now
             token = int(row[0])
         self.leases[session_id] = token
-        return token, took_from
+        return token, str(held[0]), None
 
     def renew_all(self) -> set[str]:
         """Extend every lease this worker holds, in one statement; the sessions whose lease it still held."""
@@ -153,6 +182,7 @@ class Leases:
         The keeper reports a held lease its renewal missed as taken over; a lease given back (committed) but still
         listed would be reported so (a spurious ``lease.lost``).
         """
+        self.tails.pop(session_id, None)
         if self.leases.get(session_id) == token:
             del self.leases[session_id]
             return True
@@ -160,9 +190,29 @@ class Leases:
 
     @contextlib.contextmanager
     def fenced(self, session_id: str, token: int) -> Iterator[tuple[Cursor, int]]:
-        """A write transaction that holds only while ``token`` is the session's lease: ``(cursor, last_cursor)``."""
-        with self.db.write() as cur:
-            yield cur, self.check_fence(cur, session_id, token)[0]
+        """A write transaction that holds only while ``token`` is the session's lease: ``(cursor, last_cursor)``.
+
+        Where the dialect checks the lease in SQL (`Db.fence_check`) and this worker's own last write under the lease
+        left the cursor it knows (`tails`), the check rides with the writes and nothing is read first (Postgres: one
+        round trip); a stale token fails that statement, the transaction rolls back, `SessionFencedError`. A caller
+        that stored lines records the new tail after the commit (`tail`).
+        """
+        tail = self.tails.pop(session_id, None)
+        try:
+            with self.db.write() as cur:
+                if self.db.fence_check and tail is not None and tail[0] == token:
+                    cur.execute(self.db.fence_check, (session_id, token))
+                    last = tail[1]
+                else:
+                    last = self.check_fence(cur, session_id, token)[0]
+                yield cur, last
+        except self.db.fence_errors:
+            raise _fenced_error(session_id, token) from None
+
+    def tail(self, session_id: str, token: int, last: int) -> None:
+        """Record the cursor this worker's committed write under lease ``token`` left the session at."""
+        if self.leases.get(session_id) == token:
+            self.tails[session_id] = (token, last)
 
     def check_fence(self, cur: Cursor, session_id: str, token: int) -> tuple[int, int]:
         """Lock the session row in write transaction ``cur``; ``(last_cursor, cancel_seq)`` while ``token`` holds.
@@ -177,11 +227,7 @@ class Leases:
         )
         row = cur.fetchone()
         if row is None or int(row[0]) != token:
-            raise SessionFencedError(
-                f"Session {session_id!r} was taken over by another worker (lease token {token} is stale); "
-                "this worker's writes are refused.",
-                session_id=session_id,
-            )
+            raise _fenced_error(session_id, token)
         return int(row[1]), int(row[2])
 
     def lease_free(self, session_id: str) -> bool:
@@ -211,6 +257,14 @@ class Leases:
             if holder is None or holder.host != host_id():
                 elsewhere[str(session_id)] = float(until)
         return Orphans(free, elsewhere)
+
+
+def _fenced_error(session_id: str, token: int) -> SessionFencedError:
+    return SessionFencedError(
+        f"Session {session_id!r} was taken over by another worker (lease token {token} is stale); "
+        "this worker's writes are refused.",
+        session_id=session_id,
+    )
 
 
 def _claimable(owner: object, until: float, now: float) -> bool:

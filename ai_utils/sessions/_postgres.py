@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ai_utils.memory.postgres import PostgresCheckpointSaver
@@ -48,25 +48,37 @@ class _FencedPostgresSaver(FencedWrites, PostgresCheckpointSaver):
             with super()._cursor(pipeline=pipeline) as cur:
                 yield cur
             return
+        from psycopg.errors import DivisionByZero
         from psycopg.rows import dict_row
 
-        with self.pool.connection() as conn, _transaction(conn) as raw:
-            # FOR KEY SHARE: a takeover changes lease_token, a key column (unique index), so it waits for this write
-            # to commit; a lease renewal or a cursor update changes no key and need not wait. The token is read
-            # with the writes queued behind it and checked before the commit (a stale worker's writes roll back).
-            raw.execute("SELECT lease_token FROM ai_utils_sessions WHERE session_id = %s FOR KEY SHARE", (fence[0],))
-            with conn.cursor(binary=True, row_factory=dict_row) as cur:
-                yield cur
-            row = raw.fetchone()
-            check_fence(fence, None if row is None else row[0])
+        try:
+            with self.pool.connection() as conn, _transaction(conn) as raw:
+                # FOR KEY SHARE: a takeover changes lease_token, a key column (unique index), so it waits for this
+                # write to commit; a lease renewal or a cursor update changes no key and need not wait. The token is
+                # checked by the server, first in the transaction: a stale one fails the statement (division by
+                # zero), the writes queued behind it are skipped and the COMMIT rolls back. Nothing is read back, so
+                # the whole write is one round trip.
+                raw.execute(_FENCE_CHECK, fence)
+                with conn.cursor(binary=True, row_factory=dict_row) as cur:
+                    yield cur
+        except DivisionByZero:
+            check_fence(fence, None)  # raises SessionFencedError
+            raise  # pragma: no cover - check_fence always raises on None
+
+
+# 1 while ``(session_id, lease_token)`` is this worker's lease (its row locked FOR KEY SHARE), else division by zero.
+_FENCE_CHECK = (
+    "SELECT 1 / COALESCE((SELECT 1 FROM ai_utils_sessions WHERE session_id = %s AND lease_token = %s FOR KEY SHARE), 0)"
+)
 
 
 @contextlib.contextmanager
-def _transaction(conn: Any) -> Iterator[Any]:
+def _transaction(conn: Any, committed: Callable[[], bool] = lambda: False) -> Iterator[Any]:
     """One transaction in pipeline mode: its statements go out together, one round trip up to the commit.
 
     Only reading a result waits for the server (a flush, still inside the transaction). Committed at the end of the
-    block, rolled back when it raises (or a statement failed).
+    block unless ``committed()`` says the block queued the COMMIT itself (`_PgCursor.commit_early`); rolled back when
+    it raises before that (or a statement failed).
     """
     import psycopg
     from psycopg import pq
@@ -80,9 +92,11 @@ def _transaction(conn: Any) -> Iterator[Any]:
             except psycopg.Error:
                 raise  # a statement failed: the server skips the rest; rolled back below
             except BaseException:
-                cur.execute("ROLLBACK")
+                if not committed():
+                    cur.execute("ROLLBACK")
                 raise
-            cur.execute("COMMIT")
+            if not committed():
+                cur.execute("COMMIT")
     except BaseException:
         if conn.pgconn.transaction_status in (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR):
             conn.rollback()
@@ -94,9 +108,18 @@ class _PgCursor:
 
     def __init__(self, cur: Any) -> None:
         self._cur = cur
+        self.committed = False
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._cur.execute(sql.replace("?", "%s"), tuple(params))
+
+    def commit_early(self) -> None:
+        """Queue the COMMIT now: the results read after it come back with the commit, one round trip.
+
+        On a cursor of its own: a cursor reads the result of its last statement.
+        """
+        self._cur.connection.cursor().execute("COMMIT")
+        self.committed = True
 
     def fetchone(self) -> Any:
         return self._cur.fetchone()
@@ -132,17 +155,28 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
     notify = f"pg_notify('{CHANNEL}', session_id)"
     notify_control = f"pg_notify('{CHANNEL}', '{_CONTROL}' || session_id)"
     notify_ends = f"pg_notify('{CHANNEL}', '{_ENDS}' || session_id)"
+    fence_check = (
+        "SELECT 1 / COALESCE((SELECT 1 FROM ai_utils_sessions WHERE session_id = ? AND lease_token = ? FOR UPDATE), 0)"
+    )
 
     def __init__(self, saver: _FencedPostgresSaver, conn_string: str) -> None:
+        from psycopg.errors import DivisionByZero
+
         super().__init__(saver)
+        self.fence_errors = (DivisionByZero,)
         self.conn_string = conn_string
         self._keeper_lock = threading.Lock()
         self._keeper_conn: Any = None
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Cursor]:
-        with self.saver.pool.connection() as conn, _transaction(conn) as cur:
-            yield _PgCursor(cur)
+        wrapped: _PgCursor | None = None
+        with (
+            self.saver.pool.connection() as conn,
+            _transaction(conn, lambda: bool(wrapped and wrapped.committed)) as cur,
+        ):
+            wrapped = _PgCursor(cur)
+            yield wrapped
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Cursor]:

@@ -27,6 +27,7 @@ __all__ = [
     "SessionConfig",
     "TurnRow",
     "another_cursor",
+    "commit_early",
     "check_cursor",
     "check_id",
     "dumps",
@@ -97,6 +98,18 @@ class Cursor(Protocol):
     def description(self) -> Any: ...
 
 
+def commit_early(cur: Cursor) -> None:
+    """Queue write transaction ``cur``'s COMMIT before reading its last results.
+
+    On Postgres they come back with the commit (one round trip); where results are there at once (SQLite) nothing
+    happens and the block commits at its end. Only for a block that writes nothing after it and raises nothing that
+    would need a rollback.
+    """
+    commit = getattr(cur, "commit_early", None)
+    if commit is not None:
+        commit()
+
+
 def another_cursor(cur: Cursor) -> Cursor:
     """A second cursor in ``cur``'s transaction (its own results: two queries can be sent before reading either)."""
     another = getattr(cur, "another", None)
@@ -117,6 +130,12 @@ class Db(Protocol):
     """As `notify`, for a cancel or a prompt that interrupts: wakes the worker running the session's turn."""
     notify_ends: str
     """As `notify`, for the lines that end a turn: also wakes those waiting for the turn's result."""
+    fence_check: str
+    """A statement on ``(session_id, lease_token)`` that locks the session row and fails (one of `fence_errors`)
+    unless the token is the session's lease, so a write can check its lease without reading anything back; ``""``
+    where the dialect reads the token instead (SQLite: no round trips to save)."""
+    fence_errors: tuple[type[BaseException], ...]
+    """What a failed `fence_check` raises."""
 
     def write(self) -> contextlib.AbstractContextManager[Cursor]:
         """One write transaction: committed on success, rolled back on error."""
@@ -147,6 +166,8 @@ class SaverDb(Generic[SaverT]):
     notify: str = ""
     notify_control: str = ""
     notify_ends: str = ""
+    fence_check: str = ""
+    fence_errors: tuple[type[BaseException], ...] = ()
 
     def __init__(self, saver: SaverT) -> None:
         self.saver = saver

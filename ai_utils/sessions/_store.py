@@ -10,13 +10,13 @@ writes the same way (see `_sqlite.py`, `_postgres.py`), reading the token from `
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ai_utils.exceptions import UserError
 from ai_utils.sessions._holder import this_holder
 from ai_utils.sessions._inputs import OPEN, Inputs
-from ai_utils.sessions._leases import returning
+from ai_utils.sessions._leases import Held, returning
 from ai_utils.sessions._schema import (
     JOINED_TURN_COLUMNS,
     SCHEMA,
@@ -24,6 +24,7 @@ from ai_utils.sessions._schema import (
     Cursor,
     Db,
     TurnRow,
+    commit_early,
     dumps,
     session_config,
     turn_row,
@@ -70,6 +71,7 @@ class SessionStore(Inputs):
         # host|pid|process start|nonce: a worker on this host can tell when this one died (_holder.py).
         self.owner = str(this_holder())
         self.leases = {}
+        self.tails = {}
         self._engine: Any = None
         db.setup(SCHEMA)
 
@@ -98,15 +100,32 @@ class SessionStore(Inputs):
         before the prompts after it).
         """
         with self.db.read() as cur:
-            cur.execute(
-                f"SELECT {JOINED_TURN_COLUMNS}, s.model, s.instructions, s.fingerprint FROM ai_utils_turns t "
-                "JOIN ai_utils_sessions s ON s.session_id = t.session_id "
-                f"WHERE t.session_id = ? AND t.status IN {OPEN} "
-                "ORDER BY CASE t.status WHEN 'running' THEN 0 ELSE 1 END, t.seq LIMIT 1",
-                (session_id,),
-            )
+            return self._next_turn(cur, session_id)()[0]
+
+    @staticmethod
+    def _next_turn(cur: Cursor, session_id: str) -> Callable[[], tuple[TurnRow | None]]:
+        """Queue `next_turn`'s read on ``cur``; its reader."""
+        cur.execute(
+            f"SELECT {JOINED_TURN_COLUMNS}, s.model, s.instructions, s.fingerprint FROM ai_utils_turns t "
+            "JOIN ai_utils_sessions s ON s.session_id = t.session_id "
+            f"WHERE t.session_id = ? AND t.status IN {OPEN} "
+            "ORDER BY CASE t.status WHEN 'running' THEN 0 ELSE 1 END, t.seq LIMIT 1",
+            (session_id,),
+        )
+
+        def read() -> tuple[TurnRow | None]:
             row = cur.fetchone()
-        return None if row is None else turn_row(row, session_config(*row[-3:]))
+            return (None if row is None else turn_row(row, session_config(*row[-3:])),)
+
+        return read
+
+    def claim_turn(self, session_id: str) -> tuple[int, str | None, tuple[TurnRow | None] | None] | Held:
+        """`try_claim`, and with a lease taken at once the turn to run now, as ``(turn,)``.
+
+        The turn (`next_turn`) is read in the claim's transaction (Postgres: its round trip); ``None`` in its place
+        after a dead holder's takeover (call `next_turn`).
+        """
+        return self._try_claim(session_id, lambda cur: self._next_turn(cur, session_id))
 
     def turn(self, turn_id: str) -> TurnRow | None:
         """One turn by id (without its session's configuration)."""
@@ -116,8 +135,17 @@ class SessionStore(Inputs):
         return None if row is None else turn_row(row)
 
     def _append(
-        self, cur: Cursor, session_id: str, last: int, turn_id: str, lines: Sequence[str], notify: str = "lines"
+        self,
+        cur: Cursor,
+        session_id: str,
+        last: int,
+        turn_id: str,
+        lines: Sequence[str],
+        notify: str = "lines",
+        *,
+        also: tuple[str, ...] = (),
     ) -> int:
+        """Store ``lines`` after cursor ``last``; the new last cursor. ``also``: session columns its UPDATE returns."""
         for start in range(0, len(lines), _BATCH):
             batch = lines[start : start + _BATCH]
             values: list[Any] = []
@@ -130,7 +158,8 @@ class SessionStore(Inputs):
             )
         new_last = last + len(lines)
         cur.execute(
-            "UPDATE ai_utils_sessions SET last_cursor = ? WHERE session_id = ?" + returning(self.db, notify=notify),
+            "UPDATE ai_utils_sessions SET last_cursor = ? WHERE session_id = ?"
+            + returning(self.db, *also, notify=notify),
             (new_last, session_id),
         )
         return new_last
@@ -148,26 +177,30 @@ class SessionStore(Inputs):
         ``fingerprint`` (the agent's tool set and model, when they differ from what the session last ran with)
         is stored with it.
         """
-        with self.db.write() as cur:
+        with self.fenced(session_id, token) as (cur, last):
             # The row stays locked from here: a cancel sent meanwhile waits for this commit and is seen next time.
-            last, cancel_seq = self.check_fence(cur, session_id, token)
-            cursor = self._append(cur, session_id, last, turn.turn_id, [line])
             cur.execute(
                 "UPDATE ai_utils_turns SET status = 'running', first_cursor = COALESCE(first_cursor, ?) "
                 "WHERE turn_id = ?",
-                (cursor, turn.turn_id),
+                (last + 1, turn.turn_id),
             )
             if fingerprint is not None:
                 cur.execute(
                     "UPDATE ai_utils_sessions SET fingerprint = ? WHERE session_id = ?",
                     (dumps(fingerprint), session_id),
                 )
+            cursor = self._append(cur, session_id, last, turn.turn_id, [line], also=("cancel_seq",))
+            commit_early(cur)  # read with the commit: one round trip after a claim (its cursor is known)
+            cancel_seq = int(cur.fetchone()[0])
+        self.tail(session_id, token, cursor)
         return turn.seq <= cancel_seq
 
     def append(self, session_id: str, token: int, turn_id: str, lines: Sequence[str]) -> int:
         """Log chunks of a running turn; returns the last cursor."""
         with self.fenced(session_id, token) as (cur, last):
-            return self._append(cur, session_id, last, turn_id, lines)
+            last = self._append(cur, session_id, last, turn_id, lines)
+        self.tail(session_id, token, last)
+        return last
 
     def end_turn(
         self,
@@ -192,13 +225,16 @@ class SessionStore(Inputs):
         given = forgot = False
         try:
             with self.fenced(session_id, token) as (cur, last):
-                self._append(cur, session_id, last, turn_id, lines, notify="ends")  # wakes result() waiters elsewhere
+                end = self._append(cur, session_id, last, turn_id, lines, notify="ends")  # wakes result() elsewhere
                 cur.execute(
                     "UPDATE ai_utils_turns SET status = ?, stop_reason = ?, result = ?, "
                     "first_cursor = COALESCE(first_cursor, ?) WHERE turn_id = ?",
                     (status, stop_reason, dumps(result), last + 1, turn_id),
                 )
-                # Given back only when nothing else waits (no open turn, no steer): one statement, one round trip.
+                # Forgotten before the commit, in case it is given back: the keeper never finds a lease given back
+                # still listed as this worker's (it would report it taken over). Listed again below if it was not.
+                forgot = self.forget(session_id, token)
+                # Given back only when nothing else waits (no open turn, no steer): one statement.
                 cur.execute(
                     "UPDATE ai_utils_sessions SET lease_owner = NULL, lease_until = 0 WHERE session_id = ? "
                     f"AND NOT EXISTS (SELECT 1 FROM ai_utils_turns WHERE session_id = ? AND status IN {OPEN}) "
@@ -206,14 +242,16 @@ class SessionStore(Inputs):
                     "AND taken = 0)" + returning(self.db, "1", notify="control"),
                     (session_id, session_id, session_id),
                 )
-                # Forgotten before the commit: the keeper never finds a lease given back still listed as this
-                # worker's (it would report it taken over).
+                commit_early(cur)  # read with the commit: one round trip
                 given = cur.fetchone() is not None
-                forgot = given and self.forget(session_id, token)
         except BaseException:
             if forgot:  # not committed: still this worker's lease
                 self.leases[session_id] = token
             raise
+        if not given:
+            if forgot:
+                self.leases[session_id] = token
+            self.tail(session_id, token, end)
         return given
 
     def journal(self, session_id: str, token: int, execution_id: str) -> bool:

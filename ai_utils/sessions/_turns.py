@@ -123,19 +123,27 @@ class _Log:
 
     async def _write(self) -> None:
         # One writer, one flush at a time: lines keep their order even when a flush runs in a worker thread.
-        while not (self._closing and not self.pending):
+        while not self._closing:
             await self._wake.wait()
             self._wake.clear()
             await asyncio.sleep(0)  # let chunks that are ready join this transaction
-            await self.flush()
+            if not self._closing:  # closing: what is pending goes with the turn's end (`rest`)
+                await self.flush()
 
     async def close(self) -> None:
-        """Store what is pending and stop the writer (a refused write raises `SessionFencedError` here)."""
+        """Stop the writer once its flush in flight is stored (a refused write raises `SessionFencedError` here).
+
+        The lines still pending stay in `pending`: the turn's end stores them (`rest`), in its own transaction.
+        """
         self._closing = True
         if self._task is not None:
             self._wake.set()
             await self._task
-        await self.flush()
+
+    def rest(self) -> list[str]:
+        """The lines no flush stored (after `close`): the turn's end stores them first."""
+        lines, self.pending = self.pending, []
+        return lines
 
 
 class _TurnRun:
@@ -188,7 +196,8 @@ class _TurnRun:
                 line["error"] = error
         ends = int((turn.result or {}).get("ends", 0)) + 1  # a yielded turn stops more than once
         result = {"usage": total, "error": error, "output": output, "ends": ends}
-        lines = [*(dumps(x) for x in extra), dumps(line), *(dumps(x) for x in after)]
+        # The chunks the writer had not stored yet come first, in the same transaction as the end.
+        lines = [*self.log.rest(), *(dumps(x) for x in extra), dumps(line), *(dumps(x) for x in after)]
         self.released = await self.engine.io(
             functools.partial(self.store.end_turn, status=status),
             self.session_id,

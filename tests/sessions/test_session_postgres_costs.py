@@ -6,6 +6,8 @@
 - The store's pool hands out a connection used a moment ago without a liveness round trip, yet one the server
   closed meanwhile is still replaced: a prompt right after is accepted and runs.
 - ``result()`` waiting on a turn another process runs is woken by the turn's end (``NOTIFY``), not by polling.
+- A checkpoint write checks the lease in its own SQL (one round trip): a stale holder's write is still refused, with
+  nothing stored, and its connection goes back to the pool fit for the next write.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from typing import Any
 import psycopg
 import pytest
 from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.base import empty_checkpoint
 
-from ai_utils import Agent, postgres_sessions
+from ai_utils import Agent, SessionFencedError, postgres_sessions
 from ai_utils.testing import FakeChatModel, FunctionChatModel
 
 WORKER = Path(__file__).parent / "_worker.py"
@@ -152,4 +155,34 @@ def test_result_in_one_process_is_woken_by_the_end_of_a_turn_another_process_run
         if worker.poll() is None:
             worker.kill()
         worker.communicate()
+        store.close()  # type: ignore[attr-defined]
+
+
+def test_a_stale_lease_holders_checkpoint_writes_are_refused_and_nothing_is_stored(postgres_uri: str) -> None:
+    store = postgres_sessions(postgres_uri, min_size=1, max_size=1)  # one connection: a refused write must free it
+    session = uuid.uuid4().hex
+    try:
+        store.accept_prompt(session, "stale", None, {"input": "x"})
+        claimed = store.claim(session)
+        assert claimed is not None
+        token = claimed[0]
+        saver = store.checkpointer
+        config: Any = {"configurable": {"thread_id": session, "checkpoint_ns": ""}}
+        first = empty_checkpoint()
+        stored = saver.put(config, first, {}, {})  # the lease holds: stored
+        with psycopg.connect(postgres_uri, autocommit=True) as admin:  # another worker takes the session over
+            admin.execute(
+                "UPDATE ai_utils_sessions SET lease_token = lease_token + 1 WHERE session_id = %s", (session,)
+            )
+        second = empty_checkpoint()
+        with pytest.raises(SessionFencedError):
+            saver.put(config, second, {}, {})
+        with pytest.raises(SessionFencedError):
+            saver.put_writes(stored, [("messages", "stale")], "task-1")
+        assert [c.checkpoint["id"] for c in saver.list({"configurable": {"thread_id": session}})] == [first["id"]]
+        assert saver.get_tuple(stored).pending_writes == []  # type: ignore[union-attr]
+        store.leases[session] = token + 1  # the new holder's writes go through, on the same pooled connection
+        saver.put(config, second, {}, {})
+        assert saver.get_tuple(config).checkpoint["id"] == second["id"]  # type: ignore[union-attr]
+    finally:
         store.close()  # type: ignore[attr-defined]
