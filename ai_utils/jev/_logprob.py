@@ -193,7 +193,7 @@ def _read(llm: BaseChatModel, ask: _Ask, reply: AIMessage) -> list[float]:
         token, logprob = candidate.get("token"), candidate.get("logprob")
         if type(logprob) is not float and (not isinstance(logprob, _NUMBER) or isinstance(logprob, bool)):
             continue
-        if type(token) is not str and not isinstance(token, str):
+        if not isinstance(token, str):
             continue
         if not -math.inf < logprob <= 1e-6:  # also false for NaN
             raise ModelOutputError(

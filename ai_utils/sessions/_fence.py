@@ -21,7 +21,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from ai_utils.exceptions import SessionFencedError
 from ai_utils.memory._methods import named
 
-__all__ = ["FENCE", "FencedWrites", "check_fence"]
+__all__ = ["FENCE", "FencedWrites", "check_fence", "refused"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -33,10 +33,15 @@ FENCE: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("
 def check_fence(fence: tuple[str, int], token: Any) -> None:
     """Refuse the write unless ``token`` (read from the session row in the write transaction) is still ours."""
     if token is None or int(token) != fence[1]:
-        raise SessionFencedError(
-            f"Session {fence[0]!r} was taken over by another worker; its checkpoint write is refused.",
-            session_id=fence[0],
-        )
+        raise refused(fence)
+
+
+def refused(fence: tuple[str, int]) -> SessionFencedError:
+    """The error of a checkpoint write whose lease ``fence`` is stale."""
+    return SessionFencedError(
+        f"Session {fence[0]!r} was taken over by another worker; its checkpoint write is refused.",
+        session_id=fence[0],
+    )
 
 
 def _fenced(template: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:

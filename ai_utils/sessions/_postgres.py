@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ai_utils.memory.postgres import PostgresCheckpointSaver
-from ai_utils.sessions._fence import FENCE, FencedWrites, check_fence
+from ai_utils.sessions._fence import FENCE, FencedWrites, refused
 from ai_utils.sessions._schema import ADDED_COLUMNS, SCHEMA, Cursor, SaverDb
 from ai_utils.sessions._store import SessionStore
 
@@ -58,18 +58,25 @@ class _FencedPostgresSaver(FencedWrites, PostgresCheckpointSaver):
                 # checked by the server, first in the transaction: a stale one fails the statement (division by
                 # zero), the writes queued behind it are skipped and the COMMIT rolls back. Nothing is read back, so
                 # the whole write is one round trip.
-                raw.execute(_FENCE_CHECK, fence)
+                raw.execute(_SAVER_FENCE_CHECK, fence)
                 with conn.cursor(binary=True, row_factory=dict_row) as cur:
                     yield cur
         except DivisionByZero:
-            check_fence(fence, None)  # raises SessionFencedError
-            raise  # pragma: no cover - check_fence always raises on None
+            raise refused(fence) from None
 
 
-# 1 while ``(session_id, lease_token)`` is this worker's lease (its row locked FOR KEY SHARE), else division by zero.
-_FENCE_CHECK = (
-    "SELECT 1 / COALESCE((SELECT 1 FROM ai_utils_sessions WHERE session_id = %s AND lease_token = %s FOR KEY SHARE), 0)"
-)
+def _fence_check(placeholder: str, lock: str) -> str:
+    """A statement that checks a lease on the server without reading anything back.
+
+    1 while ``(session_id, lease_token)`` is the session's lease (its row locked with ``lock``), else division by zero.
+    """
+    return (
+        f"SELECT 1 / COALESCE((SELECT 1 FROM ai_utils_sessions WHERE session_id = {placeholder} "
+        f"AND lease_token = {placeholder} {lock}), 0)"
+    )
+
+
+_SAVER_FENCE_CHECK = _fence_check("%s", "FOR KEY SHARE")
 
 
 @contextlib.contextmanager
@@ -155,9 +162,7 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
     notify = f"pg_notify('{CHANNEL}', session_id)"
     notify_control = f"pg_notify('{CHANNEL}', '{_CONTROL}' || session_id)"
     notify_ends = f"pg_notify('{CHANNEL}', '{_ENDS}' || session_id)"
-    fence_check = (
-        "SELECT 1 / COALESCE((SELECT 1 FROM ai_utils_sessions WHERE session_id = ? AND lease_token = ? FOR UPDATE), 0)"
-    )
+    fence_check = _fence_check("?", "FOR UPDATE")  # the store's writes update the row they lock
 
     def __init__(self, saver: _FencedPostgresSaver, conn_string: str) -> None:
         from psycopg.errors import DivisionByZero
