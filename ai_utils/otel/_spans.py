@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from langchain.agents.middleware import ExtendedModelResponse, ModelResponse
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
@@ -53,8 +55,50 @@ def _guarded(method: _F) -> _F:
     return guarded  # type: ignore[return-value]
 
 
+def _failed(method: str) -> None:
+    logger.debug("OpenTelemetry span %s failed", method, exc_info=True)
+
+
 def _parent(span: Any) -> Any:
     return trace.set_span_in_context(span) if span is not None else None
+
+
+def _chat_params(model: Any, settings: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The requested model's name and the ``chat`` span's start attributes (without the conversation)."""
+    metadata = ls_params(model, settings) if isinstance(model, BaseChatModel) else {}
+    # The model's own fields only when its LangSmith parameters do not name it (a failed getattr is slow).
+    params = None if metadata.get("ls_model_name") else {k: getattr(model, k, None) for k in ("model", "model_name")}
+    return attrs.chat_attributes(metadata, params)
+
+
+# Per chat model instance (by id, checked with a weak reference): a copy of its fields when its ``chat`` attributes
+# were computed, its model name and those attributes. LangChain's LangSmith parameters (``_get_ls_params``) cost
+# about a tenth of what the two spans of a zero-latency turn cost; a model's fields rarely change between calls,
+# and any change (a field set to another value) computes them again.
+_CHAT_PARAMS: dict[int, tuple[weakref.ref[Any], dict[str, Any], str | None, dict[str, Any]]] = {}
+
+
+def _chat_start(model: Any, settings: Mapping[str, Any] | None) -> tuple[str | None, dict[str, Any]]:
+    """`_chat_params` for ``model`` without per-call settings, remembered per model instance while its fields stay."""
+    if settings or not isinstance(model, BaseChatModel):
+        return _chat_params(model, settings or {})
+    key = id(model)
+    fields = model.__dict__
+    entry = _CHAT_PARAMS.get(key)
+    if entry is not None and entry[0]() is model:
+        try:
+            same = entry[1] == fields
+        except Exception:  # a field whose == raises or is not a bool (an array): never cached
+            same = False
+        if same:
+            return entry[2], dict(entry[3])
+    name, attributes = _chat_params(model, {})
+    _CHAT_PARAMS[key] = (weakref.ref(model, functools.partial(_forget, key)), dict(fields), name, attributes)
+    return name, dict(attributes)
+
+
+def _forget(key: int, _ref: Any) -> None:
+    _CHAT_PARAMS.pop(key, None)
 
 
 class SpanTracer:
@@ -72,46 +116,53 @@ class SpanTracer:
     def _content(self, span: Span, name: str, value: Callable[[], str]) -> None:
         self.handler._content(span, name, value)
 
-    @_guarded
-    def start_agent(self, name: str, conversation: str | None, parent: Any) -> Span:
-        """``invoke_agent <name>``."""
-        attributes: dict[str, Any] = {attrs.OPERATION_NAME: "invoke_agent", attrs.AGENT_NAME: name}
-        if conversation is not None:
-            attributes[attrs.CONVERSATION_ID] = conversation
-        return self._tracer.start_span(
-            f"invoke_agent {name}", context=_parent(parent), kind=SpanKind.INTERNAL, attributes=attributes
-        )
+    # The four methods of every traced turn (start_agent, start_chat, end_chat, end) catch for themselves: the
+    # `_guarded` wrapper's extra call per hook is a visible share of what tracing adds to a zero-latency turn.
 
-    @_guarded
-    def start_chat(self, request: Any, conversation: str | None, parent: Any) -> Span:
+    def start_agent(self, name: str, conversation: str | None, parent: Any) -> Span | None:
+        """``invoke_agent <name>``."""
+        try:
+            attributes: dict[str, Any] = {attrs.OPERATION_NAME: "invoke_agent", attrs.AGENT_NAME: name}
+            if conversation is not None:
+                attributes[attrs.CONVERSATION_ID] = conversation
+            return self._tracer.start_span(
+                f"invoke_agent {name}", context=_parent(parent), kind=SpanKind.INTERNAL, attributes=attributes
+            )
+        except Exception:
+            _failed("start_agent")
+            return None
+
+    def start_chat(self, request: Any, conversation: str | None, parent: Any) -> Span | None:
         """``chat <model>``, from the model call's request (the model's LangSmith parameters name it)."""
-        model = request.model
-        metadata = ls_params(model, request.model_settings or {}) if isinstance(model, BaseChatModel) else {}
-        if conversation is not None:
-            metadata["thread_id"] = conversation
-        # The model's own fields only when its LangSmith parameters do not name it (a failed getattr is slow).
-        params = (
-            None if metadata.get("ls_model_name") else {k: getattr(model, k, None) for k in ("model", "model_name")}
-        )
-        name, attributes = attrs.chat_attributes(metadata, params)
-        span = self._tracer.start_span(
-            f"chat {name}" if name else "chat", context=_parent(parent), kind=SpanKind.CLIENT, attributes=attributes
-        )
-        if self.handler.capture_content:
-            system = request.system_message
-            sent = [system, *request.messages] if system is not None else list(request.messages)
-            self._content(span, attrs.INPUT_MESSAGES, lambda: attrs.messages_json(sent))
+        try:
+            name, attributes = _chat_start(request.model, request.model_settings)
+            if conversation is not None:
+                attributes[attrs.CONVERSATION_ID] = conversation
+            span = self._tracer.start_span(
+                f"chat {name}" if name else "chat", context=_parent(parent), kind=SpanKind.CLIENT, attributes=attributes
+            )
+            if self.handler.capture_content:
+                system = request.system_message
+                sent = [system, *request.messages] if system is not None else list(request.messages)
+                self._content(span, attrs.INPUT_MESSAGES, lambda: attrs.messages_json(sent))
+        except Exception:
+            _failed("start_chat")
+            return None
         return span
 
-    @_guarded
     def end_chat(self, span: Span, response: Any) -> None:
         """Response model, usage, finish reasons (and the gateway's request id) on the ``chat`` span."""
-        inner = getattr(response, "model_response", response)
-        result = getattr(inner, "result", None)
-        messages = [m for m in (result if result is not None else [inner]) if isinstance(m, AIMessage)]
-        span.set_attributes(attrs.answer_attributes(messages))
-        self._content(span, attrs.OUTPUT_MESSAGES, lambda: attrs.messages_json(messages))
-        span.end()
+        try:
+            # A `ModelResponse`, or an `ExtendedModelResponse` around one (a failed getattr costs a raised error).
+            inner = response.model_response if isinstance(response, ExtendedModelResponse) else response
+            result = inner.result if isinstance(inner, ModelResponse) else None
+            messages = [m for m in (result if result is not None else [inner]) if isinstance(m, AIMessage)]
+            span.set_attributes(attrs.answer_attributes(messages))
+            if self.handler.capture_content:
+                self._content(span, attrs.OUTPUT_MESSAGES, lambda: attrs.messages_json(messages))
+            span.end()
+        except Exception:
+            _failed("end_chat")
 
     @_guarded
     def start_tool(self, request: Any, conversation: str | None, parent: Any) -> Span:
@@ -145,13 +196,18 @@ class SpanTracer:
         ids = [str(item.id) for item in interrupts if getattr(item, "id", None) is not None]
         span.add_event("interrupt", {"interrupt.ids": ids, "interrupt.count": len(ids)})
 
-    @_guarded
     def end(self, span: Span, error: BaseException | None = None) -> None:
         """End ``span``; an error's type (never its message) as its status; an interrupt is an event."""
-        if isinstance(error, GraphBubbleUp):
-            span.add_event("interrupt", _interrupt_ids(error))
-        elif error is not None and not isinstance(error, GeneratorExit):
-            kind = type(error).__qualname__
-            span.set_attribute(attrs.ERROR_TYPE, kind)
-            span.set_status(Status(StatusCode.ERROR, kind))
-        span.end()
+        try:
+            if error is None:
+                span.end()
+                return
+            if isinstance(error, GraphBubbleUp):
+                span.add_event("interrupt", _interrupt_ids(error))
+            elif not isinstance(error, GeneratorExit):
+                kind = type(error).__qualname__
+                span.set_attribute(attrs.ERROR_TYPE, kind)
+                span.set_status(Status(StatusCode.ERROR, kind))
+            span.end()
+        except Exception:
+            _failed("end")

@@ -649,3 +649,23 @@ async def test_an_astream_closed_early_ends_its_span(spans: Spans) -> None:
     await anext(astream)
     await astream.aclose()  # type: ignore[attr-defined]
     assert_closed_early(spans)
+
+
+def test_a_chat_span_follows_its_model_when_the_models_fields_change(spans: Spans) -> None:
+    # The chat attributes are remembered per model instance; a changed field computes them again.
+    model = FunctionChatModel(fn=lambda messages, tools: "ok", model_name="model-a")
+    other = FunctionChatModel(fn=lambda messages, tools: "ok", model_name="model-b")
+    first = Agent(llm=model, tracer_provider=spans.provider)
+    second = Agent(llm=other, tracer_provider=spans.provider)
+
+    first.invoke("hi")
+    second.invoke("hi")
+    model.model_name = "model-c"
+    model.temperature = 0.25
+    first.invoke("hi")
+
+    names = [s.name for s in spans.all() if s.name.startswith("chat")]
+    assert names == ["chat model-a", "chat model-b", "chat model-c"]
+    last = dict(spans.one("chat model-c").attributes or {})
+    assert last["gen_ai.request.model"] == "model-c" and last["gen_ai.request.temperature"] == 0.25
+    assert "gen_ai.request.temperature" not in dict(spans.one("chat model-a").attributes or {})
