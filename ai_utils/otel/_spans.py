@@ -74,8 +74,11 @@ def _chat_params(model: Any, settings: Mapping[str, Any]) -> tuple[str | None, d
 # Per chat model instance (by id, checked with a weak reference): a copy of its fields when its ``chat`` attributes
 # were computed, its model name and those attributes. LangChain's LangSmith parameters (``_get_ls_params``) cost
 # about a tenth of what the two spans of a zero-latency turn cost; a model's fields rarely change between calls,
-# and any change (a field set to another value) computes them again.
+# and any change (a field set to another value) computes them again. An entry goes when its model is collected;
+# the copy holds the field values, so a model that one of its own fields refers back to (a closure over it) lives
+# until its entry is pushed out: at most `_CHAT_PARAMS_MAX` entries, the oldest goes first.
 _CHAT_PARAMS: dict[int, tuple[weakref.ref[Any], dict[str, Any], str | None, dict[str, Any]]] = {}
+_CHAT_PARAMS_MAX = 128
 
 
 def _chat_start(model: Any, settings: Mapping[str, Any] | None) -> tuple[str | None, dict[str, Any]]:
@@ -93,6 +96,8 @@ def _chat_start(model: Any, settings: Mapping[str, Any] | None) -> tuple[str | N
         if same:
             return entry[2], dict(entry[3])
     name, attributes = _chat_params(model, {})
+    if len(_CHAT_PARAMS) >= _CHAT_PARAMS_MAX:
+        _CHAT_PARAMS.pop(next(iter(_CHAT_PARAMS)), None)
     _CHAT_PARAMS[key] = (weakref.ref(model, functools.partial(_forget, key)), dict(fields), name, attributes)
     return name, dict(attributes)
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import logging
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -669,3 +671,14 @@ def test_a_chat_span_follows_its_model_when_the_models_fields_change(spans: Span
     last = dict(spans.one("chat model-c").attributes or {})
     assert last["gen_ai.request.model"] == "model-c" and last["gen_ai.request.temperature"] == 0.25
     assert "gen_ai.request.temperature" not in dict(spans.one("chat model-a").attributes or {})
+
+
+def test_remembering_a_models_chat_attributes_does_not_keep_the_model_alive(spans: Spans) -> None:
+    model = FunctionChatModel(fn=lambda messages, tools: "ok", model_name="short-lived")
+    Agent(llm=model, tracer_provider=spans.provider).invoke("hi")
+    gone = weakref.ref(model)
+    del model
+    gc.collect()
+
+    assert spans.one("chat short-lived") is not None
+    assert gone() is None
