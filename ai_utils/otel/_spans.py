@@ -83,18 +83,20 @@ _CHAT_PARAMS_MAX = 128
 
 def _chat_start(model: Any, settings: Mapping[str, Any] | None) -> tuple[str | None, dict[str, Any]]:
     """`_chat_params` for ``model`` without per-call settings, remembered per model instance while its fields stay."""
-    if settings or not isinstance(model, BaseChatModel):
-        return _chat_params(model, settings or {})
+    if settings:
+        return _chat_params(model, settings)
     key = id(model)
-    fields = model.__dict__
     entry = _CHAT_PARAMS.get(key)
-    if entry is not None and entry[0]() is model:
+    if entry is not None and entry[0]() is model:  # only a chat model has an entry
         try:
-            same = entry[1] == fields
+            same = entry[1] == model.__dict__
         except Exception:  # a field whose == raises or is not a bool (an array): never cached
             same = False
         if same:
             return entry[2], dict(entry[3])
+    if not isinstance(model, BaseChatModel):
+        return _chat_params(model, {})
+    fields = model.__dict__
     name, attributes = _chat_params(model, {})
     if len(_CHAT_PARAMS) >= _CHAT_PARAMS_MAX:
         _CHAT_PARAMS.pop(next(iter(_CHAT_PARAMS)), None)
