@@ -244,6 +244,12 @@ def test_langchain_openai_privates_keep_their_shape() -> None:
     result = adapter.chat_result(llm, reply)
     assert isinstance(result, ChatResult)
     assert result.generations[0].message.content == "hi"
+    usage = {"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8}
+    assert adapter.usage_metadata(usage, None)["input_tokens"] == 7
+    assert (
+        adapter.usage_metadata(usage, None)
+        == adapter.chat_result(llm, {**reply, "usage": usage}).generations[0].message.usage_metadata
+    )
 
 
 # --- mcp --------------------------------------------------------------------------------------------------

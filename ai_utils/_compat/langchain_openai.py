@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
+    from langchain_core.messages.ai import UsageMetadata
     from langchain_core.outputs import ChatResult
     from langchain_openai.chat_models.base import BaseChatOpenAI
 
-__all__ = ["chat_result", "request_payload", "uses_responses_api"]
+__all__ = ["chat_result", "request_payload", "usage_metadata", "uses_responses_api"]
 
 
 def request_payload(llm: BaseChatOpenAI, messages: Sequence[BaseMessage], kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -31,3 +32,10 @@ def chat_result(llm: BaseChatOpenAI, response: dict[str, Any]) -> ChatResult:
     """The model's own `ChatResult` for a Chat Completions reply body."""
     result: ChatResult = llm._create_chat_result(response)
     return result
+
+
+def usage_metadata(usage: dict[str, Any], service_tier: str | None) -> UsageMetadata:
+    """The ``usage_metadata`` the model's `chat_result` gives a reply with this ``usage`` and ``service_tier``."""
+    from langchain_openai.chat_models.base import _create_usage_metadata
+
+    return _create_usage_metadata(usage, service_tier)

@@ -14,7 +14,9 @@ What it keeps from the model, so both paths behave alike:
 - URL, key, organization/project, default headers and query and the timeout are read from the model's
   resolved OpenAI client, so the SDK's environment defaults apply (not its ``X-Stainless-*`` / ``User-Agent``
   headers, which describe the SDK as the sender);
-- the reply becomes the ``AIMessage`` through the model's own ``_create_chat_result``;
+- the reply becomes the ``AIMessage`` through the model's own ``_create_chat_result``, or, when no callback
+  listens (so the message stays inside classify), the same message built directly for the usual one-choice
+  text reply (`_plain_reply`);
 - LangChain callbacks (the gateway's audit handler, LangSmith tracing, the enclosing run's handlers) get
   ``on_chat_model_start`` / ``on_llm_end`` / ``on_llm_error`` as through the model; they cost something only
   when configured;
@@ -59,7 +61,7 @@ from ai_utils._compat.langchain_core import (
     response_metadata,
     serialized,
 )
-from ai_utils._compat.langchain_openai import chat_result, request_payload, uses_responses_api
+from ai_utils._compat.langchain_openai import chat_result, request_payload, usage_metadata, uses_responses_api
 from ai_utils._loop_resources import on_loop_close
 from ai_utils.exceptions import ModelOutputError
 from ai_utils.jev.client import shared_http_client, ssl_context
@@ -255,8 +257,8 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"the non-finite number {name}")
 
 
-def _chat_result(llm: BaseChatOpenAI, content: bytes) -> ChatResult:
-    """The reply as a `ChatResult`.
+def _payload(llm: BaseChatOpenAI, content: bytes) -> Any:
+    """The reply body, parsed as strict JSON.
 
     A body that is not strict JSON (``NaN``/``Infinity``, garbage) is a `ModelOutputError`, as the generic path
     reports non-finite logprobs, never a raw decode error.
@@ -276,7 +278,59 @@ def _chat_result(llm: BaseChatOpenAI, content: bytes) -> ChatResult:
             attempts=1,
             output=content[:200].decode("utf-8", "replace"),
         ) from None
-    return chat_result(llm, payload)
+    return payload
+
+
+# The keys of a reply message `_plain_reply` reads like the model's parser does; with any other key (reasoning
+# text, a name, an id, ...) the model's own parser builds the reply. The last four must be empty.
+_PLAIN_MESSAGE_KEYS: Final = frozenset(
+    {"role", "content", "annotations", "refusal", "tool_calls", "function_call", "audio"}
+)
+_EMPTY_MESSAGE_KEYS: Final = ("refusal", "tool_calls", "function_call", "audio")
+
+
+def _plain_reply(llm: BaseChatOpenAI, payload: Any) -> AIMessage | None:
+    """``_reply(chat_result(llm, payload), None)`` for the usual reply (one plain assistant text), built directly.
+
+    Used when nobody listens: then the message never leaves classify, and the model's parser (its `ChatResult`,
+    `ChatGeneration` and message conversion) is most of what reading a one-token answer costs. The message is
+    the one the model's parser gives (``tests/jev/test_classify_llm_http.py`` compares them); any other reply
+    (an error, several choices, tool calls, reasoning text, ...) is None and goes through the model's parser.
+    """
+    if type(payload) is not dict or payload.get("error"):
+        return None
+    choices = payload.get("choices")
+    if type(choices) is not list or len(choices) != 1 or type(choice := choices[0]) is not dict:
+        return None
+    message = choice.get("message")
+    if type(message) is not dict or message.get("role") != "assistant" or not _PLAIN_MESSAGE_KEYS.issuperset(message):
+        return None
+    if any(message.get(key) for key in _EMPTY_MESSAGE_KEYS):
+        return None
+    text = message.get("content") or ""
+    if type(text) is not str:
+        return None
+    usage = payload.get("usage")
+    tier = payload.get("service_tier")
+    label = getattr(llm, "provider_label", None)
+    metadata: dict[str, Any] = {
+        "token_usage": usage,
+        "model_provider": "openai" if label is None else label,
+        "model_name": payload.get("model", llm.model_name),
+        "system_fingerprint": payload.get("system_fingerprint", ""),
+    }
+    if "id" in payload:
+        metadata["id"] = payload["id"]
+    if tier:
+        metadata["service_tier"] = tier
+    metadata["finish_reason"] = choice.get("finish_reason")
+    if "logprobs" in choice:
+        metadata["logprobs"] = choice["logprobs"]
+    if usage:
+        if type(usage) is not dict:
+            return None
+        return AIMessage(text, response_metadata=metadata, usage_metadata=usage_metadata(usage, tier))
+    return AIMessage(text, response_metadata=metadata)
 
 
 def _reply(result: ChatResult, run_id: Any) -> AIMessage:
@@ -358,7 +412,10 @@ async def _aone(plan: _Plan, messages: list[BaseMessage], body: bytes) -> AIMess
     try:
         content = await _apost(plan.route, body)
         if content is not None:
-            result = _chat_result(plan.llm, content)
+            payload = _payload(plan.llm, content)
+            if run is None and (plain := _plain_reply(plan.llm, payload)) is not None:
+                return plain
+            result = chat_result(plan.llm, payload)
         else:  # the model sends it again: its retries, its errors
             result = await agenerate(plan.llm, messages, run, plan.kwargs)
         reply = _reply(result, None if run is None else run.run_id)
@@ -391,7 +448,10 @@ def _one(plan: _Plan, messages: list[BaseMessage], body: bytes) -> AIMessage:
     try:
         content = _post(plan.route, body)
         if content is not None:
-            result = _chat_result(plan.llm, content)
+            payload = _payload(plan.llm, content)
+            if run is None and (plain := _plain_reply(plan.llm, payload)) is not None:
+                return plain
+            result = chat_result(plan.llm, payload)
         else:  # the model sends it again: its retries, its errors
             result = generate(plan.llm, messages, run, plan.kwargs)
         reply = _reply(result, None if run is None else run.run_id)

@@ -167,14 +167,18 @@ class ModeMiddleware(AgentMiddleware[ModeState, Any, Any]):
 
     def start(self, graph_input: dict[str, Any]) -> dict[str, Any]:
         """The graph input of a new turn with its mode decided (from its last human message) and stored in it."""
-        messages = list(graph_input.get("messages") or [])
-        index = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
+        messages = graph_input.get("messages") or []
+        if type(messages) is not list:
+            messages = list(messages)
         text, anchor = "", None
-        if index is not None:
-            message = messages[index]
-            if not message.id:  # the anchor the turn's rounds are counted from needs an id now
-                messages[index] = message = message.model_copy(update={"id": uuid.uuid4().hex})
-            text, anchor = message.text, message.id
+        for message in reversed(messages):
+            if isinstance(message, HumanMessage):
+                if not message.id:
+                    # The anchor the turn's rounds are counted from needs an id now. LangGraph's `add_messages`
+                    # gives this very message one in place as it stores it; we only do it first, the same way.
+                    message.id = str(uuid.uuid4())
+                text, anchor = message.text, message.id
+                break
         decision = self._decide(text)
         return {**graph_input, "messages": messages, MODE_KEY: {**_stored_form(decision), "anchor": anchor}}
 
@@ -198,9 +202,9 @@ class ModeMiddleware(AgentMiddleware[ModeState, Any, Any]):
 
     def _turn(self, request: ModelRequest) -> tuple[ModeDecision, int, int]:
         """The turn's stored decision, its model calls and its tool rounds so far."""
-        state = request.state if isinstance(request.state, Mapping) else {}
-        stored = state.get(MODE_KEY)
-        if isinstance(stored, Mapping):
+        state = request.state
+        stored = state.get(MODE_KEY) if type(state) is dict or isinstance(state, Mapping) else None
+        if type(stored) is dict or isinstance(stored, Mapping):
             decision, anchor = self._decision_of(stored), stored.get("anchor")
         else:
             text, anchor = _legacy_turn(request.messages)

@@ -306,7 +306,7 @@ class KeywordModeRouter:
 
     def _route(self, message: Any, history: Sequence[Any] = ()) -> ModeDecision:
         """`resolve` without the defensive copy: the router's own cached decision, for callers that never change it."""
-        if isinstance(message, Mapping):
+        if type(message) is not str and isinstance(message, Mapping):
             history = message.get("history") or history
             message = message.get("message", "")
         text = _text(message)

@@ -313,3 +313,65 @@ async def test_a_local_server_that_is_not_running_is_named_alike_on_both_paths()
         messages.append(str(raised.value))
     assert messages[0] == messages[1]
     assert f"No local model server answered at {url}" in messages[0]
+
+
+_REPLY: dict[str, Any] = {
+    "id": "chatcmpl-7",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "fake-gpt-2026-09",
+    "system_fingerprint": "fp_1",
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "A", "refusal": None, "annotations": []},
+            "finish_reason": "length",
+            "logprobs": {
+                "content": [{"token": "A", "logprob": -0.1, "top_logprobs": [{"token": "A", "logprob": -0.1}]}]
+            },
+        }
+    ],
+    "usage": {
+        "prompt_tokens": 50,
+        "completion_tokens": 1,
+        "total_tokens": 51,
+        "prompt_tokens_details": {"cached_tokens": 8},
+    },
+}
+
+
+def _variants() -> list[dict[str, Any]]:
+    choice = _REPLY["choices"][0]
+    return [
+        _REPLY,
+        {**_REPLY, "service_tier": "priority"},
+        {key: value for key, value in _REPLY.items() if key not in ("id", "model", "system_fingerprint", "usage")},
+        {**_REPLY, "usage": None, "choices": [{**choice, "message": {"role": "assistant", "content": None}}]},
+        {**_REPLY, "choices": [{key: value for key, value in choice.items() if key != "logprobs"}]},
+    ]
+
+
+def test_the_plain_reply_is_the_message_the_models_parser_builds() -> None:
+    """Without listeners, the usual reply skips the model's parser; the message must be the very same."""
+    from ai_utils._compat.langchain_openai import chat_result
+    from ai_utils.jev._logprob_http import _plain_reply, _reply
+
+    for llm in (
+        get_llm("local", "fake-gpt", base_url="http://127.0.0.1:9/v1", api_key="k"),
+        ChatOpenAI(model="fake-gpt", api_key="k", base_url="http://127.0.0.1:9/v1"),  # never contacted
+    ):
+        for payload in _variants():
+            plain = _plain_reply(llm, payload)
+            assert plain is not None
+            assert plain == _reply(chat_result(llm, payload), None)
+        choice = _REPLY["choices"][0]
+        for other in (
+            {**_REPLY, "error": {"message": "overloaded"}},
+            {**_REPLY, "choices": [choice, choice]},
+            {**_REPLY, "choices": []},
+            {**_REPLY, "choices": [{**choice, "message": {"role": "assistant", "content": "", "tool_calls": [{}]}}]},
+            {**_REPLY, "choices": [{**choice, "message": {"role": "assistant", "content": "A", "reasoning": "hm"}}]},
+            {**_REPLY, "choices": [{**choice, "message": {"role": "assistant", "content": [{"type": "text"}]}}]},
+            [_REPLY],
+        ):
+            assert _plain_reply(llm, other) is None  # the model's own parser reads (or rejects) these
