@@ -14,7 +14,6 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -197,7 +196,8 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         except GatewayError as err:
             self._emit("llm.call.failed", pending, latency, error_type="audit", error_message=str(err))
             raise
-        self._emit("llm.call.succeeded", pending, latency, usage=usage, tools_used=tools_used)
+        if self.recorder.on_event is not None:  # no event to build for nobody (two calls a model call)
+            self._emit("llm.call.succeeded", pending, latency, usage=usage, tools_used=tools_used)
 
     def on_llm_error(
         self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
@@ -283,18 +283,20 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             tap=tap,
             model=model,
         )
-        denial = next((d for d in decisions if not d.allowed), None)
-        if denial is None:
-            if self.recorder.required:
+        recorder = self.recorder
+        if all(d.allowed for d in decisions):
+            if recorder.audit_mode == "required":
                 # Before the provider call: with a failing sink nothing is streamed, nothing is spent.
                 try:
-                    self.recorder.write(self._entry(pending, "pending", 0.0))
+                    recorder.write(self._entry(pending, "pending", 0.0))
                 except GatewayError as err:
                     self._emit("llm.call.failed", pending, 0.0, error_type="audit", error_message=str(err))
                     raise
             self._pending[run_id] = pending
-            self._emit("llm.call.started", pending)
+            if recorder.on_event is not None:
+                self._emit("llm.call.started", pending)
             return
+        denial = next(d for d in decisions if not d.allowed)
         reason = denial.reason or f"Policy rule {denial.rule!r} denied feature {self.feature!r}."
         entry = self._entry(pending, "blocked", 0.0, error_type="policy", error_message=reason)
         self._emit("llm.policy.blocked", pending, policy_rule=denial.rule, error_type="policy", error_message=reason)
@@ -319,10 +321,11 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         # Hashing and summarizing happen here, after the call, to keep them off the time-to-first-chunk path.
         # The messages, the bulk of the hashed value, are serialized once: hashed embedded as is, and summarized.
         messages = _canonical_json(pending.views)
+        route_model = self._model
         request_hash = hash_canonical(
             {
                 "feature": self.feature,
-                "model": self._model,
+                "model": route_model,
                 "messages": RawJSON(messages),
                 "tools": pending.tools_requested,
             }
@@ -333,9 +336,9 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             feature=self.feature,
             provider=self._provider,
             # A call that reached a provider names the model it was sent to (with fallbacks: the one that answered).
-            model=(pending.model or self._model) if status != "blocked" else self._model,
+            model=(pending.model or route_model) if status != "blocked" else route_model,
             status=status,
-            created_at=self._now(),
+            created_at=self.recorder.now(),
             actor=pending.actor,
             tenant_id=pending.tenant_id,
             latency_ms=round(latency_ms, 3),
@@ -351,9 +354,6 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             parent_run_id=pending.parent_run_id,
             metadata=pending.metadata,
         )
-
-    def _now(self) -> datetime:
-        return self.recorder.now()
 
     def _emit(
         self,
