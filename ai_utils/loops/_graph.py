@@ -1,9 +1,11 @@
 """A `Loop` compiled to a LangGraph `StateGraph`: one node per step, routed with ``Command(goto=...)``.
 
-State: ``context`` (the loop's context bag, checkpointed after every step), ``status``
-(``running``/``completed``/``failed``), ``taken`` (completed step keys, in order) and ``run`` (`RunInfo`: the
-run id, a failed run's error, the steering cursors, follow-ups, the projected result — one channel, written only
-when it changes: every channel costs each step).
+State: two channels, ``context`` (the loop's context bag, checkpointed after every step) and ``run`` (`RunInfo`:
+the run id, its status (``running``/``completed``/``failed``), the completed step keys, a failed run's error, the
+steering cursors, follow-ups, the projected result). Every channel costs LangGraph work on each step, so a step
+writes those two only. Runs stored before the status and step keys moved into ``run`` kept them in channels of
+their own (``status``, ``taken``, and earlier ``error``): the state still declares them, never written, and
+`run_info` reads a run of either shape.
 An agent step's node runs that step's `create_agent` graph as a subgraph under the same checkpointer, so a
 paused model tool call resumes inside it, and neither the loop's completed steps nor the step's own completed
 model and tool calls run again.
@@ -80,6 +82,8 @@ class RunInfo(TypedDict, total=False):
     follow_after: int  # the last follow-up answered
     pending: list[list[Any]]  # (seq, kind, text) queued at the last boundary, for the last agent step to answer
     follow_ups: list[Any]  # their answers
+    status: str  # running | completed | failed
+    taken: list[str]  # the completed step keys, in order
     ended: bool  # the loop:end hooks ran (before the follow-ups)
     result: dict[str, Any]  # the projection of a completed run
     error: dict[str, Any]  # why a failed run failed (the runner raises it again from this)
@@ -89,20 +93,32 @@ class LoopState(TypedDict, total=False):
     """The loop graph's state."""
 
     context: dict[str, Any]
+    run: RunInfo
+    # Read only, never written: where runs stored before `RunInfo` held them kept their status, step keys and error.
     status: str
     taken: list[str]
-    run: RunInfo
-    error: dict[str, Any] | None  # read only: where runs stored before `RunInfo` kept their error
+    error: dict[str, Any] | None
 
 
 def run_info(state: Mapping[str, Any]) -> RunInfo:
-    """The state's `RunInfo` (empty for runs stored before it existed)."""
-    return cast("RunInfo", state.get("run") or {})
+    """The state's `RunInfo`, with ``status`` and ``taken`` (and ``error``) for a run of the older shapes too.
+
+    A run stored with ``status``/``taken`` channels of their own (and, before `RunInfo`, an ``error`` one) reads
+    as if they were in ``run``; the first step it takes under this version writes them there.
+    """
+    run = cast("RunInfo", state.get("run") or {})
+    if "status" in run or not state.get("status"):
+        return run
+    legacy: RunInfo = {**run, "status": str(state["status"]), "taken": list(state.get("taken") or ())}
+    error = run.get("error") or state.get("error")
+    if error:
+        legacy["error"] = error
+    return legacy
 
 
 def failure_of(values: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A failed run's stored error (runs stored before `RunInfo` kept it in an ``error`` key)."""
-    return run_info(values).get("error") or values.get("error") or None
+    """A failed run's stored error."""
+    return run_info(values).get("error") or None
 
 
 def error_state(error: LoopError) -> dict[str, Any]:
@@ -177,10 +193,10 @@ class _Run:
             if pending and self.agents:
                 # The last agent step that ran answers them (the first one declared, if none ran).
                 key = next((k for k in reversed(taken) if k in self.agents), self.agents[0])
-                run = {**run, "pending": pending, "ended": True}
-                return Command(goto=key, update={"context": context, "taken": taken, "status": "running", "run": run})
-        update = {"context": context, "taken": taken, "status": "completed", "run": {**run, "result": result}}
-        return Command(goto=END, update=update)
+                run = {**run, "status": "running", "taken": taken, "pending": pending, "ended": True}
+                return Command(goto=key, update={"context": context, "run": run})
+        run = {**run, "status": "completed", "taken": taken, "result": result}
+        return Command(goto=END, update={"context": context, "run": run})
 
     def failed(
         self,
@@ -198,14 +214,10 @@ class _Run:
             except LoopError as hook_error:
                 # The run's own error is what the caller must see; the hook's is logged.
                 logger.warning("loop %r: a loop:end hook failed after the run failed: %s", self.loop.name, hook_error)
-        update: dict[str, Any] = {
-            "status": "failed",
-            "run": {**run_info(state), **(patch or {}), "error": error_state(error)},
-        }
+        run: RunInfo = {**run_info(state), **(patch or {}), "status": "failed", "error": error_state(error)}
         if taken is not None:
-            update["taken"] = taken
-        update["context"] = context
-        return Command(goto=END, update=update)
+            run["taken"] = taken
+        return Command(goto=END, update={"context": context, "run": run})
 
 
 class _Node:
@@ -264,7 +276,7 @@ class _Node:
     def tail(self, state: LoopState, value: Any, patch: RunInfo) -> Steps:
         """Save the step's result, run its ``step:end`` hooks, pick the next step, run its ``step:start`` hooks."""
         context = write_path(state.get("context") or {}, self.writes, value)
-        taken = [*(state.get("taken") or ()), self.key]
+        taken = [*(run_info(state).get("taken") or ()), self.key]
         hooks = self.run.hooks
         if hooks.get("step:end"):
             context = yield self.run.hooks_of("step:end", state, context, step_key=self.key)
@@ -276,10 +288,8 @@ class _Node:
         if hooks.get("step:start"):
             context = yield self.run.hooks_of("step:start", state, context, step_key=target)
         self.events.emit("loop.step.started", step_key=target)
-        update: dict[str, Any] = {"context": context, "taken": taken, "status": "running"}
-        if patch:
-            update["run"] = {**run_info(state), **patch}
-        return Command(goto=target, update=update)
+        run: RunInfo = {**run_info(state), **patch, "status": "running", "taken": taken}
+        return Command(goto=target, update={"context": context, "run": run})
 
 
 def steering_config(config: RunnableConfig, run_id: str | None, after: int) -> RunnableConfig:
@@ -322,7 +332,7 @@ class _AgentNode(_Node):
     def follow_ups(self, state: LoopState, config: RunnableConfig) -> Steps:
         """Answer the follow-ups queued at the run's last boundary (this was the last agent step that ran)."""
         run = run_info(state)
-        taken = list(state.get("taken") or ())
+        taken = list(run.get("taken") or ())
         run_id = str(run.get("run_id") or "")
         pending = [(int(seq), str(kind), str(text)) for seq, kind, text in run.get("pending") or ()]
         steer_after = max([run.get("steer_after", 0), *(s for s, k, _ in pending if k == "steer")])

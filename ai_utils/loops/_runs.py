@@ -32,6 +32,7 @@ from langgraph.types import Command, Interrupt, StateSnapshot
 from ai_utils._run.calls import Decisions
 from ai_utils.client import Decision
 from ai_utils.exceptions import AiUtilsError, LoopError, UserError
+from ai_utils.loops._graph import run_info
 from ai_utils.loops._permissions import APPROVAL_KIND
 from ai_utils.loops._store import LoopRun, LoopRunStore, RunState, record
 from ai_utils.loops._twins import Twin
@@ -225,7 +226,7 @@ def begin(store: LoopRunStore, plan: Plan, loop: str, snapshot: StateSnapshot) -
         # The run started with another store (or before this process had one): record it as the checkpoint says.
         state: RunState = "awaiting_approval" if plan.waiting else "running"
         adopted = replace(
-            record(run_id, plan.thread_id, loop, state, step_keys=snapshot.values.get("taken") or ()),
+            record(run_id, plan.thread_id, loop, state, step_keys=run_info(snapshot.values).get("taken") or ()),
             gate_ids=tuple(plan.waiting),
         )
         known = adopted
@@ -265,10 +266,11 @@ def outcome_state(values: Mapping[str, Any], interrupts: Sequence[Interrupt]) ->
     """The state to record after a graph run: state, waiting gate ids, error type."""
     if interrupts:
         return "awaiting_approval", [gate_of(i) for i in interrupts], None
-    if values.get("status") == "failed":
-        error = (values.get("run") or {}).get("error") or values.get("error") or {}
+    run = run_info(values)
+    if run.get("status") == "failed":
+        error = run.get("error") or {}
         return "failed", [], str(error.get("type") or "LoopError")
-    if values.get("status") == "completed":
+    if run.get("status") == "completed":
         return "completed", [], None
     return "running", [], None
 
@@ -276,7 +278,7 @@ def outcome_state(values: Mapping[str, Any], interrupts: Sequence[Interrupt]) ->
 def finish_twin(store: LoopRunStore, run_id: str, values: Mapping[str, Any], interrupts: Sequence[Interrupt]) -> Twin:
     """Record how the graph run ended."""
     state, gates, error = outcome_state(values, interrupts)
-    keys = list(values.get("taken") or ())
+    keys = list(run_info(values).get("taken") or ())
     return (
         lambda: store.update(run_id, state=state, step_keys=keys, gate_ids=gates, error=error),
         lambda: store.aupdate(run_id, state=state, step_keys=keys, gate_ids=gates, error=error),

@@ -36,7 +36,7 @@ from ai_utils.exceptions import (
 from ai_utils.guard._trust import context_trust_middleware
 from ai_utils.loops._context import LoopResult, jsonable, project
 from ai_utils.loops._events import Events, OnEvent
-from ai_utils.loops._graph import build_graph, failure_of
+from ai_utils.loops._graph import build_graph, failure_of, run_info
 from ai_utils.loops._hooks import CommandHook, check_sandbox
 from ai_utils.loops._limits import MAX_CONTEXT_DEPTH, MAX_TEXT_CHARS, data_problem
 from ai_utils.loops._loop import Loop
@@ -240,12 +240,7 @@ class LoopRunner(WrapperRunnable["LoopResult | InterruptChunk"]):
                 f"Input roots {clash!r} are written by steps or hooks of loop {self.loop.name!r}; caller-seeded roots "
                 "cannot be overwritten. Seed them under another name (e.g. inside 'request')."
             )
-        return {
-            "context": jsonable(dict(input)),
-            "status": "running",
-            "taken": [],
-            "run": {"run_id": run_id},
-        }
+        return {"context": jsonable(dict(input)), "run": {"run_id": run_id, "status": "running", "taken": []}}
 
     def _plan(
         self,
@@ -279,15 +274,15 @@ class LoopRunner(WrapperRunnable["LoopResult | InterruptChunk"]):
             chunk = interrupt_chunk(interrupts)
             if chunk is not None:
                 return _gated(chunk)
-        failure = failure_of(values)
-        if values.get("status") == "failed" and failure:
+        run = run_info(values)
+        failure = run.get("error")
+        if run.get("status") == "failed" and failure:
             _raise_failure(failure)
         context = dict(values.get("context") or {})
-        run = values.get("run") or {}
         result = run.get("result")
         if not isinstance(result, Mapping):
             # A run stored before the projection moved into the graph.
-            ran = set(values.get("taken") or ())
+            ran = set(run.get("taken") or ())
             roots = {key: self.loop.writes(key).split(".", 1)[0] for key in self.loop.steps}
             absent = {root for key, root in roots.items() if key not in ran} - {roots[key] for key in ran}
             result = project(self.loop.result, context, absent_roots=absent)
@@ -400,7 +395,8 @@ class LoopRunner(WrapperRunnable["LoopResult | InterruptChunk"]):
         return self._outcome(output.value, output.interrupts, thread)  # type: ignore[no-any-return]
 
     def _finished(self, run_id: str, values: Mapping[str, Any], interrupts: Sequence[Interrupt]) -> Any:
-        if interrupts or values.get("status") != "completed" or not (values.get("run") or {}).get("run_id"):
+        run = run_info(values)
+        if interrupts or run.get("status") != "completed" or not run.get("run_id"):
             yield finish_twin(self.run_store, run_id, values, interrupts)
         # A completed run recorded itself at its last boundary (`LoopRunStore.complete`, with the steering seal).
 
@@ -419,7 +415,7 @@ class LoopRunner(WrapperRunnable["LoopResult | InterruptChunk"]):
             if not snapshot.interrupts:
                 state = self._snapshot_state(snapshot, str(config["configurable"]["thread_id"]))
                 failed = type(raised).__name__ if state == "failed" else None
-                keys = snapshot.values.get("taken") or ()
+                keys = run_info(snapshot.values).get("taken") or ()
                 self.run_store.update(run_id, state=state, step_keys=keys, error=failed)
         except Exception:
             pass
@@ -435,7 +431,7 @@ class LoopRunner(WrapperRunnable["LoopResult | InterruptChunk"]):
             if not snapshot.interrupts:
                 state = self._snapshot_state(snapshot, str(config["configurable"]["thread_id"]))
                 failed = type(raised).__name__ if state == "failed" else None
-                keys = snapshot.values.get("taken") or ()
+                keys = run_info(snapshot.values).get("taken") or ()
                 await self.run_store.aupdate(run_id, state=state, step_keys=keys, error=failed)
         except Exception:
             pass
@@ -514,7 +510,7 @@ class LoopRunner(WrapperRunnable["LoopResult | InterruptChunk"]):
         snapshot = self.graph.get_state(config)
         drive(self._finished(run_id, snapshot.values, snapshot.interrupts))
         failure = failure_of(snapshot.values)
-        if not snapshot.interrupts and snapshot.values.get("status") == "failed" and failure:
+        if not snapshot.interrupts and run_info(snapshot.values).get("status") == "failed" and failure:
             _raise_failure(failure)
 
     def astream(  # type: ignore[override]  # see stream
@@ -565,7 +561,7 @@ class LoopRunner(WrapperRunnable["LoopResult | InterruptChunk"]):
         final = await self.graph.aget_state(config)
         await adrive(self._finished(plan.run_id, final.values, final.interrupts))
         failure = failure_of(final.values)
-        if not final.interrupts and final.values.get("status") == "failed" and failure:
+        if not final.interrupts and run_info(final.values).get("status") == "failed" and failure:
             _raise_failure(failure)
 
     # --- reading a run --------------------------------------------------------------------------------------
@@ -575,9 +571,10 @@ class LoopRunner(WrapperRunnable["LoopResult | InterruptChunk"]):
             raise UserError(f"Thread {thread_id!r} has no run of loop {self.loop.name!r}. Start one with invoke().")
         if snapshot.interrupts:
             return "awaiting_approval"
-        if snapshot.values.get("status") == "failed" or any(task.error for task in snapshot.tasks):
+        status = run_info(snapshot.values).get("status")
+        if status == "failed" or any(task.error for task in snapshot.tasks):
             return "failed"
-        if not snapshot.next and snapshot.values.get("status") == "completed":
+        if not snapshot.next and status == "completed":
             return "completed"
         return "running"
 
