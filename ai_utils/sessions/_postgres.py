@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ai_utils.memory.postgres import PostgresCheckpointSaver
+from ai_utils.sessions._engine import steered
 from ai_utils.sessions._fence import FENCE, FencedWrites, refused
 from ai_utils.sessions._schema import ADDED_COLUMNS, SCHEMA, Cursor, SaverDb
 from ai_utils.sessions._store import SessionStore
@@ -34,6 +35,7 @@ _TABLES = ("ai_utils_sessions", "ai_utils_inputs", "ai_utils_turns", "ai_utils_l
 CHANNEL = "ai_utils_sessions"
 _CONTROL = "c|"  # payload prefix of a control notification (a cancel, an interrupting prompt, a lease given back)
 _ENDS = "e|"  # payload prefix of the lines that end a turn (what result() waits for)
+_STEER = "s|"  # payload prefix of a stored steer (a running turn looks for steers at its next model call)
 
 
 class _FencedPostgresSaver(FencedWrites, PostgresCheckpointSaver):
@@ -193,6 +195,7 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
     notify = f"pg_notify('{CHANNEL}', session_id)"
     notify_control = f"pg_notify('{CHANNEL}', '{_CONTROL}' || session_id)"
     notify_ends = f"pg_notify('{CHANNEL}', '{_ENDS}' || session_id)"
+    notify_steer = f"pg_notify('{CHANNEL}', '{_STEER}' || session_id)"
     fence_check = _fence_check("?", "FOR UPDATE")  # the store's writes update the row they lock
 
     def __init__(self, saver: _FencedPostgresSaver, conn_string: str) -> None:
@@ -278,19 +281,21 @@ class _Listener:
         self._signal = signal
         self._stop = threading.Event()
         self.ready = threading.Event()
+        self.live = threading.Event()  # set while listening (a lost connection misses notifications)
         self._thread = threading.Thread(target=self._run, name="ai_utils-sessions-listen", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         import psycopg
 
-        from ai_utils.sessions._engine import control, turn_ends
+        from ai_utils.sessions._engine import control, steered, turn_ends
 
         delay = 0.1
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self._conn_string, autocommit=True) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
+                    self.live.set()
                     if self.ready.is_set():
                         self._signal.publish_all()  # back after a lost connection: what it missed, all look again
                     self.ready.set()
@@ -300,12 +305,15 @@ class _Listener:
                             payload = note.payload
                             if payload.startswith(_CONTROL):
                                 self._signal.publish(control(payload[len(_CONTROL) :]))
+                            elif payload.startswith(_STEER):
+                                self._signal.publish(steered(payload[len(_STEER) :]))
                             elif payload.startswith(_ENDS):
                                 self._signal.publish(payload[len(_ENDS) :])
                                 self._signal.publish(turn_ends(payload[len(_ENDS) :]))
                             else:
                                 self._signal.publish(payload)
             except Exception as error:  # the server went away: readers fall back to polling meanwhile
+                self.live.clear()
                 if self._stop.is_set():
                     return
                 logger.warning("Session listener lost its connection (%s); reconnecting", type(error).__name__)
@@ -326,6 +334,14 @@ class PostgresSessions(SessionStore):
     def _started(self, engine: Any) -> None:
         self._listener = _Listener(self._conn_string, engine.signal)
         self._listener.ready.wait(5)  # readers that start now must not miss a wake-up (polling covers a miss)
+
+    def steer_version(self, session_id: str) -> Any:
+        """The session's steer signal ``(epoch, version)`` while the listener hears every process's steers."""
+        listener = self._listener
+        if listener is None or not listener.live.is_set():
+            return None
+        signal = self.engine.signal
+        return signal.epoch, signal.version(steered(session_id))
 
     def close(self) -> None:
         """Stop this worker's background runner and listener, and close the pool."""
