@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from ai_utils.exceptions import SessionFencedError
 
-__all__ = ["Engine", "Signal", "control", "turn_ends"]
+__all__ = ["Engine", "Signal", "control", "steered", "turn_ends"]
 
 logger = logging.getLogger("ai_utils.sessions")
 _MAX_VERSIONS = 10_000
@@ -49,11 +49,17 @@ class Recent(OrderedDict[str, Any]):
 
 _CONTROL = "\x00control"
 _ENDS = "\x00ends"
+_STEERS = "\x00steers"
 
 
 def control(session_id: str) -> str:
     """The `Signal` key of a session's control events (a cancel, an interrupting prompt, a lease given back)."""
     return session_id + _CONTROL
+
+
+def steered(session_id: str) -> str:
+    """The `Signal` key published when a steer of the session is stored (here, or by another process on Postgres)."""
+    return session_id + _STEERS
 
 
 def turn_ends(session_id: str) -> str:
@@ -74,6 +80,7 @@ class Signal:
         self._controlled: set[str] | None = set()  # sessions with a control publish since the keeper looked
         self._versions: dict[str, int] = {}
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
+        self.epoch = 0  # bumped by `publish_all` (also for keys never published, which have no version yet)
 
     def version(self, session_id: str) -> int:
         """The current version of a session (bumped on every publish)."""
@@ -100,6 +107,7 @@ class Signal:
             for key in list(self._versions) + list(self._waiters):
                 self._versions[key] = self._versions.get(key, 0) + 1
             self._controlled = None
+            self.epoch += 1
             self._cond.notify_all()
             self.control.set()
             waiters = [w for ws in self._waiters.values() for w in ws]
@@ -334,14 +342,15 @@ class Engine:
                 self._kicks.pop(session_id, None)
             raise
 
-    async def _claim(self, session_id: str) -> tuple[int, str | None, Any] | None:
+    async def _claim(self, session_id: str) -> tuple[int, str | None, Any, Any] | None:
         """Take the session's lease, waiting while another worker holds it; ``None`` once it has no work left.
 
         Another worker's lease is waited for: woken when it is given back (at once in this process and, on Postgres,
         by ``NOTIFY``; a listener that lost its connection wakes every waiter when it is back), or when it runs out,
         or when its holder is seen dead on this host (a local check, no query). A wake-up first asks whether any
         work is left: usually the worker that gave the lease back ran every queued turn. With the lease comes the turn
-        to run now, read in the same transaction (``(turn,)``; ``None``: not read).
+        to run now, read in the same transaction (``(turn,)``; ``None``: not read), and the session's steer version
+        from before that read (`SessionStore.steer_version`).
         """
         store, io = self.store, self.io
         notified = store.kind == "postgres"
@@ -353,9 +362,10 @@ class Engine:
             seen = self.signal.version(key)
             if woken and not await io(store.busy, session_id):
                 return None
+            version = store.steer_version(session_id)
             got = await io(store.claim_turn, session_id)
             if isinstance(got, tuple):
-                return got
+                return (*got, version)
             if not got.busy:
                 return None
             while True:
@@ -371,7 +381,7 @@ class Engine:
         claimed = await self._claim(session_id)
         if claimed is None:
             return
-        token, took_from, first = claimed
+        token, took_from, first, version = claimed
         if took_from is not None:
             logger.info("Session %r: its worker %s died on this host; continuing its turn now", session_id, took_from)
         events = self._events(session_id)
@@ -382,6 +392,8 @@ class Engine:
             from ai_utils.sessions._turns import run_turn
 
             while not self.closing:
+                if first is None:
+                    version = store.steer_version(session_id)  # before the read: a steer stored after it bumps it
                 turn = first[0] if first is not None else await io(store.next_turn, session_id)
                 first = None
                 if turn is None:
@@ -396,7 +408,9 @@ class Engine:
                 if agent is None:
                     logger.warning("Session %r: no agent of its name in this worker; leaving it queued", session_id)
                     return
-                released = await run_turn(self, agent, session_id, token, turn)
+                # Known without a waiting steer at that version: its first model call need not look for one.
+                quiet = version if turn.steers is False else None
+                released = await run_turn(self, agent, session_id, token, turn, quiet)
                 if released:
                     return  # the turn's end gave the lease back: nothing else was waiting
         except SessionFencedError:

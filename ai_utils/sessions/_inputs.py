@@ -255,7 +255,10 @@ class Inputs(Leases):
                     "them (or cancel it) before steering again."
                 )
             seq = int(next_seq) + 1
-            cur.execute("UPDATE ai_utils_sessions SET next_seq = ? WHERE session_id = ?", (seq, session_id))
+            cur.execute(
+                "UPDATE ai_utils_sessions SET next_seq = ? WHERE session_id = ?" + returning(self.db, notify="steer"),
+                (seq, session_id),
+            )
             turn_id = None
             if not open_turns:
                 turn_id = uuid.uuid4().hex

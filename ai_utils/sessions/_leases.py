@@ -27,12 +27,14 @@ T = TypeVar("T")
 def returning(db: Db, *columns: str, notify: str = "") -> str:
     """A ``RETURNING`` clause for the columns, plus the dialect's notification.
 
-    ``notify`` is ``"lines"`` (lines were stored), ``"ends"`` (lines ending a turn) or ``"control"``. A Postgres
+    ``notify`` is ``"lines"`` (lines were stored), ``"ends"`` (lines ending a turn), ``"control"`` or ``"steer"`` (a
+    steer was stored). A Postgres
     ``NOTIFY`` rides on the statement this way, costing no round trip of its own.
     """
     exprs = list(columns)
     if notify:
-        expr = {"lines": db.notify, "ends": db.notify_ends, "control": db.notify_control}[notify]
+        kinds = {"lines": db.notify, "ends": db.notify_ends, "control": db.notify_control, "steer": db.notify_steer}
+        expr = kinds[notify]
         if expr:
             exprs.append(expr)
     return f" RETURNING {', '.join(exprs)}" if exprs else ""

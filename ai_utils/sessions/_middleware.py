@@ -98,6 +98,8 @@ class TurnContext:
         yield_at: stop before the next model call after this unix time.
         model: the session's chat model (``None``: the agent's).
         instructions: the session's instructions, added to the system prompt.
+        quiet: the session's steer version (`SessionStore.steer_version`) at which it had no waiting steer; while the
+            version stays so, a model call need not look for steers (``None``: it looks).
     """
 
     store: Any
@@ -110,6 +112,7 @@ class TurnContext:
     yield_at: float | None = None
     model: Any = None
     instructions: str | None = None
+    quiet: Any = None
 
 
 def _context() -> TurnContext | None:
@@ -165,11 +168,18 @@ def _joining(request: ModelRequest) -> tuple[ModelRequest, list[HumanMessage]]:
 
 
 def _joined(turn: TurnContext, messages: Sequence[Any]) -> list[HumanMessage]:
-    """The steers that join the turn now (those it took earlier and the thread lacks, after a crash, first)."""
-    steers = turn.store.take_steers(
-        turn.session_id, turn.token, turn.turn_id, again=turn.resuming and not turn.rejoined
-    )
+    """The steers that join the turn now (those it took earlier and the thread lacks, after a crash, first).
+
+    Not looked for while no steer was stored since the session was last seen without one (its steer version is
+    still `TurnContext.quiet`; Postgres: every process's stored steers bump it): a model call costs no read then.
+    """
+    again = turn.resuming and not turn.rejoined
     turn.rejoined = True
+    version = turn.store.steer_version(turn.session_id)  # before the read: a steer stored after it bumps it
+    if not again and version is not None and version == turn.quiet:
+        return []
+    steers = turn.store.take_steers(turn.session_id, turn.token, turn.turn_id, again=again)
+    turn.quiet = version  # every waiting steer was taken just now
     if not steers:
         return []
     held = {m.id for m in messages}

@@ -17,10 +17,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ai_utils.memory.postgres import PostgresCheckpointSaver
+from ai_utils.sessions._engine import steered
 from ai_utils.sessions._fence import FENCE, FencedWrites, refused
 from ai_utils.sessions._schema import ADDED_COLUMNS, SCHEMA, Cursor, SaverDb
 from ai_utils.sessions._store import SessionStore
@@ -34,6 +35,7 @@ _TABLES = ("ai_utils_sessions", "ai_utils_inputs", "ai_utils_turns", "ai_utils_l
 CHANNEL = "ai_utils_sessions"
 _CONTROL = "c|"  # payload prefix of a control notification (a cancel, an interrupting prompt, a lease given back)
 _ENDS = "e|"  # payload prefix of the lines that end a turn (what result() waits for)
+_STEER = "s|"  # payload prefix of a stored steer (a running turn looks for steers at its next model call)
 
 
 class _FencedPostgresSaver(FencedWrites, PostgresCheckpointSaver):
@@ -52,13 +54,13 @@ class _FencedPostgresSaver(FencedWrites, PostgresCheckpointSaver):
         from psycopg.rows import dict_row
 
         try:
-            with self.pool.connection() as conn, _transaction(conn) as raw:
+            with self.pool.connection() as conn, _transaction(conn) as tx:
                 # FOR KEY SHARE: a takeover changes lease_token, a key column (unique index), so it waits for this
                 # write to commit; a lease renewal or a cursor update changes no key and need not wait. The token is
                 # checked by the server, first in the transaction: a stale one fails the statement (division by
                 # zero), the writes queued behind it are skipped and the COMMIT rolls back. Nothing is read back, so
                 # the whole write is one round trip.
-                raw.execute(_SAVER_FENCE_CHECK, fence)
+                tx.cur.execute(_SAVER_FENCE_CHECK, fence)
                 with conn.cursor(binary=True, row_factory=dict_row) as cur:
                     yield cur
         except DivisionByZero:
@@ -79,31 +81,65 @@ def _fence_check(placeholder: str, lock: str) -> str:
 _SAVER_FENCE_CHECK = _fence_check("%s", "FOR KEY SHARE")
 
 
+class _Tx:
+    """A write transaction in pipeline mode, whose block may end the pipeline itself (`commit_now`)."""
+
+    def __init__(self, conn: Any, cur: Any) -> None:
+        self.conn, self.cur = conn, cur
+        self.committed = False
+        self._pipeline: Any = None
+
+    def begin(self) -> None:
+        self._pipeline = self.conn.pipeline()  # entered and left by hand: `commit_now` leaves it early
+        self._pipeline.__enter__()
+        self.cur.execute("BEGIN")
+
+    def commit_now(self) -> None:
+        """Queue the COMMIT and leave the pipeline: one round trip, and the block's results are read locally after it.
+
+        Reading a result inside the pipeline would cost a round trip (a flush) and leaving it another (its Sync).
+        Raises what a statement of the transaction raised (the server skipped the rest: rolled back by the caller).
+        """
+        self.conn.cursor().execute("COMMIT")  # on a cursor of its own: a cursor keeps its last statement's result
+        self.committed = True
+        self.leave()
+
+    def leave(self, error: BaseException | None = None) -> None:
+        """Leave the pipeline (its Sync: all results come back) unless `commit_now` did."""
+        pipeline, self._pipeline = self._pipeline, None
+        if pipeline is not None:
+            pipeline.__exit__(type(error) if error else None, error, error.__traceback__ if error else None)
+
+
 @contextlib.contextmanager
-def _transaction(conn: Any, committed: Callable[[], bool] = lambda: False) -> Iterator[Any]:
+def _transaction(conn: Any) -> Iterator[_Tx]:
     """One transaction in pipeline mode: its statements go out together, one round trip up to the commit.
 
-    Only reading a result waits for the server (a flush, still inside the transaction). Committed at the end of the
-    block unless ``committed()`` says the block queued the COMMIT itself (`_PgCursor.commit_early`); rolled back when
-    it raises before that (or a statement failed).
+    Only reading a result inside the pipeline waits for the server (a flush, still inside the transaction).
+    Committed at the end of the block unless the block committed itself (`_Tx.commit_now`); rolled back when it
+    raises before that (or a statement failed).
     """
     import psycopg
     from psycopg import pq
     from psycopg.rows import tuple_row
 
     try:
-        with conn.pipeline(), conn.cursor(row_factory=tuple_row) as cur:
-            cur.execute("BEGIN")
+        with conn.cursor(row_factory=tuple_row) as cur:
+            tx = _Tx(conn, cur)
+            tx.begin()
             try:
-                yield cur
-            except psycopg.Error:
-                raise  # a statement failed: the server skips the rest; rolled back below
-            except BaseException:
-                if not committed():
-                    cur.execute("ROLLBACK")
+                yield tx
+            except psycopg.Error as error:
+                tx.leave(error)  # a statement failed: the server skips the rest; rolled back below
                 raise
-            if not committed():
+            except BaseException as error:
+                if not tx.committed:
+                    cur.execute("ROLLBACK")
+                tx.leave(error)
+                raise
+            if not tx.committed:
                 cur.execute("COMMIT")
+            tx.leave()
     except BaseException:
         if conn.pgconn.transaction_status in (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR):
             conn.rollback()
@@ -113,27 +149,24 @@ def _transaction(conn: Any, committed: Callable[[], bool] = lambda: False) -> It
 class _PgCursor:
     """A psycopg cursor taking ``?`` placeholders (the store's SQL is shared with SQLite)."""
 
-    def __init__(self, cur: Any) -> None:
+    def __init__(self, cur: Any, tx: _Tx | None = None) -> None:
         self._cur = cur
-        self.committed = False
+        self._tx = tx
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._cur.execute(sql.replace("?", "%s"), tuple(params))
 
     def commit_early(self) -> None:
-        """Queue the COMMIT now: the results read after it come back with the commit, one round trip.
-
-        On a cursor of its own: a cursor reads the result of its last statement.
-        """
-        self._cur.connection.cursor().execute("COMMIT")
-        self.committed = True
+        """Commit now: the results read after it came back with the commit, one round trip (see `_Tx.commit_now`)."""
+        if self._tx is not None:
+            self._tx.commit_now()
 
     def fetchone(self) -> Any:
         return self._cur.fetchone()
 
     def another(self) -> _PgCursor:
         """A second cursor on the same connection (and transaction)."""
-        return _PgCursor(self._cur.connection.cursor(row_factory=self._cur.row_factory))
+        return _PgCursor(self._cur.connection.cursor(row_factory=self._cur.row_factory), self._tx)
 
     def fetchall(self) -> list[Any]:
         return list(self._cur.fetchall())
@@ -162,6 +195,7 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
     notify = f"pg_notify('{CHANNEL}', session_id)"
     notify_control = f"pg_notify('{CHANNEL}', '{_CONTROL}' || session_id)"
     notify_ends = f"pg_notify('{CHANNEL}', '{_ENDS}' || session_id)"
+    notify_steer = f"pg_notify('{CHANNEL}', '{_STEER}' || session_id)"
     fence_check = _fence_check("?", "FOR UPDATE")  # the store's writes update the row they lock
 
     def __init__(self, saver: _FencedPostgresSaver, conn_string: str) -> None:
@@ -175,13 +209,8 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Cursor]:
-        wrapped: _PgCursor | None = None
-        with (
-            self.saver.pool.connection() as conn,
-            _transaction(conn, lambda: bool(wrapped and wrapped.committed)) as cur,
-        ):
-            wrapped = _PgCursor(cur)
-            yield wrapped
+        with self.saver.pool.connection() as conn, _transaction(conn) as tx:
+            yield _PgCursor(tx.cur, tx)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Cursor]:
@@ -252,19 +281,21 @@ class _Listener:
         self._signal = signal
         self._stop = threading.Event()
         self.ready = threading.Event()
+        self.live = threading.Event()  # set while listening (a lost connection misses notifications)
         self._thread = threading.Thread(target=self._run, name="ai_utils-sessions-listen", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         import psycopg
 
-        from ai_utils.sessions._engine import control, turn_ends
+        from ai_utils.sessions._engine import control, steered, turn_ends
 
         delay = 0.1
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self._conn_string, autocommit=True) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
+                    self.live.set()
                     if self.ready.is_set():
                         self._signal.publish_all()  # back after a lost connection: what it missed, all look again
                     self.ready.set()
@@ -274,12 +305,15 @@ class _Listener:
                             payload = note.payload
                             if payload.startswith(_CONTROL):
                                 self._signal.publish(control(payload[len(_CONTROL) :]))
+                            elif payload.startswith(_STEER):
+                                self._signal.publish(steered(payload[len(_STEER) :]))
                             elif payload.startswith(_ENDS):
                                 self._signal.publish(payload[len(_ENDS) :])
                                 self._signal.publish(turn_ends(payload[len(_ENDS) :]))
                             else:
                                 self._signal.publish(payload)
             except Exception as error:  # the server went away: readers fall back to polling meanwhile
+                self.live.clear()
                 if self._stop.is_set():
                     return
                 logger.warning("Session listener lost its connection (%s); reconnecting", type(error).__name__)
@@ -300,6 +334,14 @@ class PostgresSessions(SessionStore):
     def _started(self, engine: Any) -> None:
         self._listener = _Listener(self._conn_string, engine.signal)
         self._listener.ready.wait(5)  # readers that start now must not miss a wake-up (polling covers a miss)
+
+    def steer_version(self, session_id: str) -> Any:
+        """The session's steer signal ``(epoch, version)`` while the listener hears every process's steers."""
+        listener = self._listener
+        if listener is None or not listener.live.is_set():
+            return None
+        signal = self.engine.signal
+        return signal.epoch, signal.version(steered(session_id))
 
     def close(self) -> None:
         """Stop this worker's background runner and listener, and close the pool."""

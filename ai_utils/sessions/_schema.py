@@ -130,6 +130,8 @@ class Db(Protocol):
     """As `notify`, for a cancel or a prompt that interrupts: wakes the worker running the session's turn."""
     notify_ends: str
     """As `notify`, for the lines that end a turn: also wakes those waiting for the turn's result."""
+    notify_steer: str
+    """As `notify`, for a stored steer: the session's running turn looks for steers at its next model call."""
     fence_check: str
     """A statement on ``(session_id, lease_token)`` that locks the session row and fails (one of `fence_errors`)
     unless the token is the session's lease, so a write can check its lease without reading anything back; ``""``
@@ -166,6 +168,7 @@ class SaverDb(Generic[SaverT]):
     notify: str = ""
     notify_control: str = ""
     notify_ends: str = ""
+    notify_steer: str = ""
     fence_check: str = ""
     fence_errors: tuple[type[BaseException], ...] = ()
 
@@ -217,6 +220,8 @@ class TurnRow:
     first_cursor: int | None
     rollback: bool = False
     config: SessionConfig | None = None
+    steers: bool | None = None
+    """Whether the session had a steer waiting when the turn was read (``None``: not read)."""
 
 
 @dataclass(frozen=True, slots=True)

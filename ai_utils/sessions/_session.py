@@ -21,6 +21,7 @@ from ai_utils.client import Decision, StreamLine
 from ai_utils.exceptions import UserError
 from ai_utils.memory._methods import Flow, Step, aiterate, iterate, twins
 from ai_utils.sessions._content import prepare
+from ai_utils.sessions._engine import steered
 from ai_utils.sessions._inputs import Accepted, check_config
 from ai_utils.sessions._schema import MAX_STEER_BYTES, SessionConfig, check_cursor, check_id, loads
 from ai_utils.sessions._store import SessionStore
@@ -288,6 +289,7 @@ class Session:
             check_id(message_id, "message_id")
         text = _redacted(self._agent, text)  # before the first write: the steer's row and its user_message line
         message_id, turn_id = self._store.accept_steer(self.id, self._name, message_id, text, self._config)
+        self._store.engine.signal.publish(steered(self.id))  # a turn running here looks at its next model call
         if self._context is not None:
             # A steer that becomes a turn (now, or later from the queue) runs with this object's context.
             self._store.engine.contexts[turn_id or f"steer:{message_id}"] = self._context

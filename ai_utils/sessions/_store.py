@@ -10,6 +10,7 @@ writes the same way (see `_sqlite.py`, `_postgres.py`), reading the token from `
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -91,6 +92,14 @@ class SessionStore(Inputs):
     def _started(self, engine: Any) -> None:
         """Hook for a dialect that wakes ``engine.signal`` on other processes' writes (Postgres LISTEN)."""
 
+    def steer_version(self, session_id: str) -> Any:
+        """A value that changes whenever a steer of the session is stored, by any process; ``None`` where none does.
+
+        Only a dialect that hears every process's writes has one (Postgres, while its listener is connected); on
+        SQLite a turn reads the steers before each model call (a local read).
+        """
+        return None
+
     # --- turns (fenced) ----------------------------------------------------------------------------------
 
     def next_turn(self, session_id: str) -> TurnRow | None:
@@ -106,7 +115,8 @@ class SessionStore(Inputs):
     def _next_turn(cur: Cursor, session_id: str) -> Callable[[], tuple[TurnRow | None]]:
         """Queue `next_turn`'s read on ``cur``; its reader."""
         cur.execute(
-            f"SELECT {JOINED_TURN_COLUMNS}, s.model, s.instructions, s.fingerprint FROM ai_utils_turns t "
+            f"SELECT {JOINED_TURN_COLUMNS}, EXISTS (SELECT 1 FROM ai_utils_inputs i WHERE i.session_id = t.session_id "
+            "AND i.kind = 'steer' AND i.taken = 0), s.model, s.instructions, s.fingerprint FROM ai_utils_turns t "
             "JOIN ai_utils_sessions s ON s.session_id = t.session_id "
             f"WHERE t.session_id = ? AND t.status IN {OPEN} "
             "ORDER BY CASE t.status WHEN 'running' THEN 0 ELSE 1 END, t.seq LIMIT 1",
@@ -115,7 +125,9 @@ class SessionStore(Inputs):
 
         def read() -> tuple[TurnRow | None]:
             row = cur.fetchone()
-            return (None if row is None else turn_row(row, session_config(*row[-3:])),)
+            if row is None:
+                return (None,)
+            return (dataclasses.replace(turn_row(row, session_config(*row[-3:])), steers=bool(row[-4])),)
 
         return read
 

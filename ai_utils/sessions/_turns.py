@@ -149,8 +149,9 @@ class _Log:
 class _TurnRun:
     """One run of one stored turn (a class only to keep the steps apart)."""
 
-    def __init__(self, engine: Any, agent: Any, session_id: str, token: int, turn: TurnRow) -> None:
+    def __init__(self, engine: Any, agent: Any, session_id: str, token: int, turn: TurnRow, quiet: Any = None) -> None:
         self.engine, self.agent, self.session_id, self.token, self.turn = engine, agent, session_id, token, turn
+        self.quiet = quiet
         self.store = engine.store
         self.link = agent._sessions_link
         self.tag = {TURN_TAG: turn.turn_id}
@@ -282,6 +283,7 @@ class _TurnRun:
             yield_at=turn.payload.get("yield_at"),
             model=self.link.chat_model(session.model) if session is not None else None,
             instructions=session.instructions if session is not None else None,
+            quiet=self.quiet,
         )
         # Only the context the turn's own session object gave (never another object's): SPEC security rule.
         context = self.engine.contexts.get(turn.turn_id)
@@ -409,9 +411,12 @@ class _TurnRun:
             await self.end(self.stop)
 
 
-async def run_turn(engine: Any, agent: Any, session_id: str, token: int, turn: TurnRow) -> bool:
-    """Run (or continue) ``turn`` to its end and store everything it emits; whether its end gave the lease back."""
-    run = _TurnRun(engine, agent, session_id, token, turn)
+async def run_turn(engine: Any, agent: Any, session_id: str, token: int, turn: TurnRow, quiet: Any = None) -> bool:
+    """Run (or continue) ``turn`` to its end and store everything it emits; whether its end gave the lease back.
+
+    ``quiet``: the session's steer version at which it was seen without a waiting steer (`TurnContext.quiet`).
+    """
+    run = _TurnRun(engine, agent, session_id, token, turn, quiet)
     await run.run()
     return run.released
 

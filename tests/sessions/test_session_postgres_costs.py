@@ -8,6 +8,8 @@
 - ``result()`` waiting on a turn another process runs is woken by the turn's end (``NOTIFY``), not by polling.
 - A checkpoint write checks the lease in its own SQL (one round trip): a stale holder's write is still refused, with
   nothing stored, and its connection goes back to the pool fit for the next write.
+- A model call looks for steers only when one was stored since the session was last seen without one (the steer's
+  NOTIFY says so): a steer sent from this worker or from another still joins the running turn's next model call.
 """
 
 from __future__ import annotations
@@ -25,10 +27,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
-from ai_utils import Agent, SessionFencedError, postgres_sessions
+from ai_utils import Agent, SessionFencedError, durable_tool, postgres_sessions
 from ai_utils.testing import FakeChatModel, FunctionChatModel
 
 WORKER = Path(__file__).parent / "_worker.py"
@@ -186,3 +188,40 @@ def test_a_stale_lease_holders_checkpoint_writes_are_refused_and_nothing_is_stor
         assert saver.get_tuple(config).checkpoint["id"] == second["id"]  # type: ignore[union-attr]
     finally:
         store.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("sender", ["this worker", "another worker"])
+def test_a_steer_joins_the_running_turns_next_model_call_on_postgres(postgres_uri: str, sender: str) -> None:
+    stores = [postgres_sessions(postgres_uri) for _ in range(2)]
+    started, release = threading.Event(), threading.Event()
+
+    def slow_lookup(city: str) -> str:
+        """Weather for a city (slow)."""
+        started.set()
+        release.wait(20)
+        return f"{city}: rain"
+
+    def reply(messages: list[BaseMessage], tools: list[Any]) -> Any:
+        if isinstance(messages[-1], HumanMessage) and messages[-1].text.startswith("Weather"):
+            return {"tool_calls": [{"name": "slow_lookup", "args": {"city": "Bergen"}}]}
+        return f"seen: {[m.text for m in messages if isinstance(m, HumanMessage)]}"
+
+    try:
+        tool = durable_tool(slow_lookup, idempotent=True)
+        agents = [Agent(llm=FunctionChatModel(reply), tools=[tool], sessions=st, name="steered") for st in stores]
+        session = uuid.uuid4().hex
+        turn = agents[0].session(session).prompt("Hi")  # runs on the first worker
+        assert turn.result(timeout=30).output == "seen: ['Hi']"  # no steer stored: none looked for
+        turn = agents[0].session(session).prompt("Weather in Bergen?")
+        assert started.wait(30)
+        steering = agents[0 if sender == "this worker" else 1].session(session)
+        steering.steer("Also: in Celsius please.", message_id="s1")
+        time.sleep(0.2)  # another worker's steer reaches this one by NOTIFY
+        release.set()
+        result = turn.result(timeout=30)
+        assert result.output == "seen: ['Hi', 'Weather in Bergen?', 'Also: in Celsius please.']"
+        assert not stores[0].busy(session)  # joined this turn, no turn of its own
+    finally:
+        release.set()
+        for store in stores:
+            store.close()  # type: ignore[attr-defined]
