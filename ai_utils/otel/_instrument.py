@@ -17,6 +17,7 @@ Two ways in, one set of spans:
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any, cast
 
 from ai_utils._run import tracing
@@ -49,6 +50,10 @@ class _Slot:
 _SLOT = _Slot()
 _LOCK = threading.Lock()
 _registered = False
+# The tracer the last ``instrument(provider, ...)`` made, its provider by weak reference (the tracer holds no
+# reference to it) and its ``capture_content``: instrumenting again with the same provider and settings (even after
+# `uninstrument`) reuses it, so its SDK tracer stays warm. The entry goes with its provider.
+_last: tuple[weakref.ref[Any], bool, SpanTracer] | None = None
 
 
 def instrument(tracer_provider: TracerProvider | None = None, *, capture_content: bool = False) -> None:
@@ -75,8 +80,15 @@ def instrument(tracer_provider: TracerProvider | None = None, *, capture_content
     """
     from ai_utils.otel._spans import SpanTracer
 
-    tracer = SpanTracer(tracer_provider, capture_content=capture_content)
+    global _last
     with _LOCK:
+        last = _last
+        capture = bool(capture_content)
+        if tracer_provider is not None and last is not None and last[0]() is tracer_provider and last[1] is capture:
+            tracer = last[2]
+        else:
+            tracer = SpanTracer(tracer_provider, capture_content=capture)
+            _last = None if tracer_provider is None else (weakref.ref(tracer_provider, _forget), capture, tracer)
         _register()
         _SLOT.handler = tracer.handler
         tracing.install(tracer)
@@ -87,6 +99,12 @@ def uninstrument() -> None:
     with _LOCK:
         _SLOT.handler = None
         tracing.install(None)
+
+
+def _forget(ref: Any) -> None:
+    global _last
+    if _last is not None and _last[0] is ref:
+        _last = None
 
 
 def _register() -> None:

@@ -327,6 +327,35 @@ def test_instrument_traces_every_run_until_uninstrument(spans: Spans) -> None:
     assert spans.all() == []
 
 
+def test_instrument_again_switches_provider_and_content_and_comes_back_after_uninstrument(spans: Spans) -> None:
+    other = Spans()
+    instrument(spans.provider)
+    instrument(other.provider)  # replaces the first: spans go to the new provider only
+    calculator().invoke("What is 2 + 3?", thread_id="t")
+    assert spans.all() == [] and other.named("invoke_agent calc")
+
+    instrument(spans.provider)  # back to the first provider, without content
+    calculator().invoke("What is 2 + 3?", thread_id="t")
+    assert spans.named("invoke_agent calc") and len(other.named("invoke_agent calc")) == 1
+    assert "What is 2 + 3?" not in spans.text()
+
+    spans.exporter.clear()
+    instrument(spans.provider, capture_content=True)  # same provider, other settings: content now
+    calculator().invoke("What is 2 + 3?", thread_id="t")
+    assert "What is 2 + 3?" in spans.text()
+
+    spans.exporter.clear()
+    uninstrument()
+    instrument(spans.provider, capture_content=True)  # the same settings again after uninstrument still trace
+    calculator().invoke("What is 2 + 3?", thread_id="t")
+    assert "What is 2 + 3?" in spans.text()
+    instrument(spans.provider)
+    spans.exporter.clear()
+    calculator().invoke("What is 2 + 3?", thread_id="t")
+    assert spans.named("invoke_agent calc") and "What is 2 + 3?" not in spans.text()
+    other.provider.shutdown()
+
+
 def test_a_gateway_call_carries_its_request_id(spans: Spans) -> None:
     instrument(spans.provider)
     gateway = Gateway(routes=[Route("support", "fake", "fake-1", {"responses": ["Hello."]})])
