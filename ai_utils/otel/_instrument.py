@@ -61,7 +61,8 @@ def instrument(tracer_provider: TracerProvider | None = None, *, capture_content
 
     Spans follow the GenAI semantic conventions: ``invoke_agent <name>`` per agent run, ``chat <model>`` per
     model call (model, provider, token usage, ``gen_ai.conversation.id`` = the thread or session id) and
-    ``execute_tool <tool>`` per tool call (error status when it fails). Calling it again replaces the settings.
+    ``execute_tool <tool>`` per tool call (error status when it fails). Calling it again replaces the settings
+    (the same provider and settings again, even after `uninstrument`, keep the tracer they made).
 
     Example:
         ```python
