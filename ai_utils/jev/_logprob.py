@@ -27,7 +27,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from ai_utils.exceptions import ModelOutputError, UserError
 from ai_utils.jev import _logprob_http
 from ai_utils.jev import _protocol as proto
-from ai_utils.jev.questions import ChoiceAnswer, ClassifyResult, NoulAnswer, ScoreAnswer, Usage
+from ai_utils.jev.questions import ChoiceAnswer, ClassifyResult, NoulAnswer, Questions, ScoreAnswer, Usage
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -47,9 +47,9 @@ _SYSTEM: Final = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class _Ask:
-    """One question as one request: its prompt and the label token of each answer label."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Form:
+    """One question's part of its request, the same whatever the state: built once per question set."""
 
     name: str
     kind: str
@@ -57,8 +57,20 @@ class _Ask:
     """Choice labels, score levels 0..N-1, or ``(True, False)`` for a noul."""
     tokens: tuple[str, ...]
     """The normalised answer token of each label."""
+    index: Mapping[str, int]
+    """``tokens`` -> label position."""
+    prompt: str
+    """The user message after the state: the question, its options or levels, how to answer."""
+    legend: dict[int, Any]
+    """A score's levels (pydantic copies it into each answer); empty otherwise."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Ask:
+    """One question as one request: its form and the messages sent."""
+
+    form: _Form
     messages: list[BaseMessage]
-    legend: dict[int, Any] = dataclasses.field(default_factory=dict)
 
 
 def classify_with_llm(llm: BaseChatModel, state: Any, questions: Any) -> ClassifyResult[Any]:
@@ -85,10 +97,67 @@ async def aclassify_with_llm(llm: BaseChatModel, state: Any, questions: Any) -> 
     return _result(llm, plan, asks, replies)
 
 
+_FORMS_SIZE: Final = 128
+_forms: dict[Any, tuple[proto.Plan, tuple[_Form, ...]]] = {}
+"""Checked questions and their prompts by question set: a `Questions` class, or a snapshot of a dict's content."""
+
+
+class _Unkeyed(Exception):
+    """A question set whose content `_snapshot` cannot capture; it is checked on every call."""
+
+
+def _snapshot(value: Any) -> Any:
+    """A hashable copy of a question set made of plain JSON values, types included (``1``, ``1.0`` and ``True`` differ).
+
+    Anything else (question objects, other mappings, sets) raises `_Unkeyed`: such sets are not cached.
+    """
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is dict:
+        if not all(type(key) is str for key in value):
+            raise _Unkeyed
+        return (dict, tuple((key, _snapshot(item)) for key, item in value.items()))
+    if kind is list or kind is tuple:
+        return (kind, tuple(_snapshot(item) for item in value))
+    if kind is int or kind is float or kind is bool or value is None:
+        return (kind, value)
+    raise _Unkeyed
+
+
+def _key(questions: Any) -> Any:
+    if isinstance(questions, type):
+        return questions if issubclass(questions, Questions) else None
+    if type(questions) is not dict:
+        return None
+    try:
+        return _snapshot(questions)
+    except _Unkeyed:
+        return None
+
+
 def _plan(state: Any, questions: Any) -> tuple[proto.Plan, list[_Ask]]:
-    plan = proto.plan_questions(questions)
-    rendered = _render_state(state)
-    asks = [_ask(plan, name, question, rendered) for name, question in plan.questions.items()]
+    """The checked questions and one request's messages per question.
+
+    Checking the questions and writing their part of the prompt happen once per question set (a `Questions`
+    class, or a dict of the same content and types); per call only the state is rendered. Errors come in the
+    same order either way: the questions, then the state, then a choice with too many options.
+    """
+    key = _key(questions)
+    cached = None if key is None else _forms.get(key)
+    if cached is None:
+        plan = proto.plan_questions(questions)
+        rendered = _render_state(state)
+        forms = tuple(_form(plan, name, question) for name, question in plan.questions.items())
+        if key is not None:
+            if len(_forms) >= _FORMS_SIZE:
+                _forms.clear()
+            _forms[key] = (plan, forms)
+    else:
+        plan, forms = cached
+        rendered = _render_state(state)
+    head = f"State:\n{rendered}\n\n"
+    asks = [_Ask(form, [SystemMessage(_SYSTEM), HumanMessage(head + form.prompt)]) for form in forms]
     return plan, asks
 
 
@@ -111,9 +180,9 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _ask(plan: proto.Plan, name: str, question: dict[str, Any], state: str) -> _Ask:
+def _form(plan: proto.Plan, name: str, question: dict[str, Any]) -> _Form:
     kind = question["type"]
-    lines = [f"State:\n{state}", f"Question: {_text(question['instructions'])}"]
+    lines = [f"Question: {_text(question['instructions'])}"]
     criteria: Any = question.get("criteria")
     if kind == "choice":
         keys = list(criteria)
@@ -142,8 +211,8 @@ def _ask(plan: proto.Plan, name: str, question: dict[str, Any], state: str) -> _
         labels = tuple(range(len(criteria)))
         tokens = tuple(str(level) for level in labels)
         legend = dict(enumerate(criteria))
-    messages: list[BaseMessage] = [SystemMessage(_SYSTEM), HumanMessage("\n\n".join(lines))]
-    return _Ask(name, kind, labels, tokens, messages, legend)
+    index = {token: i for i, token in enumerate(tokens)}
+    return _Form(name, kind, labels, tokens, index, "\n\n".join(lines), legend)
 
 
 def _model_name(llm: BaseChatModel, reply: AIMessage | None = None) -> str:
@@ -176,7 +245,7 @@ def _first_token(llm: BaseChatModel, reply: AIMessage) -> Mapping[str, Any]:
     return first
 
 
-def _read(llm: BaseChatModel, ask: _Ask, reply: AIMessage) -> list[float]:
+def _read(llm: BaseChatModel, ask: _Form, reply: AIMessage) -> list[float]:
     """The probability of each of ``ask``'s labels, renormalised over the labels."""
     entry = _first_token(llm, reply)
     alternatives = entry.get("top_logprobs") or []
@@ -186,7 +255,7 @@ def _read(llm: BaseChatModel, ask: _Ask, reply: AIMessage) -> list[float]:
             f"(got {len(alternatives)}), so the labels' probabilities are unknown. Use a server that honours "
             "`top_logprobs`, or drop llm= to ask Jev."
         )
-    index = {token: i for i, token in enumerate(ask.tokens)}
+    index = ask.index
     per_label: list[list[float]] = [[] for _ in ask.tokens]
     seen: set[str] = set()  # a token listed twice counts once (its first, highest entry)
     for candidate in (entry, *alternatives):
@@ -234,7 +303,7 @@ def _logsumexp(values: list[float]) -> float:
     return peak + math.log(sum(math.exp(value - peak) for value in values))
 
 
-def _answer(ask: _Ask, p: list[float]) -> Any:
+def _answer(ask: _Form, p: list[float]) -> Any:
     if ask.kind == "noul":
         return NoulAnswer(noul=min(1.0, max(0.0, p[0])))
     best = max(range(len(p)), key=p.__getitem__)
@@ -270,7 +339,8 @@ def _result(llm: BaseChatModel, plan: proto.Plan, asks: list[_Ask], replies: lis
                 errors="not an AIMessage",
                 attempts=1,
             )
-        answers[ask.name] = _answer(ask, _read(llm, ask, reply))
+        form = ask.form
+        answers[form.name] = _answer(form, _read(llm, form, reply))
         if reply.usage_metadata:
             input_tokens += reply.usage_metadata.get("input_tokens", 0)
             output_tokens += reply.usage_metadata.get("output_tokens", 0)

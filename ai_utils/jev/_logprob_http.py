@@ -81,6 +81,8 @@ __all__ = ["abatch", "batch"]
 _SDK_ONLY_KEYS: Final = frozenset({"extra_headers", "extra_query", "timeout", "response_format"})
 
 _routes: weakref.WeakKeyDictionary[Any, _Route | None] = weakref.WeakKeyDictionary()
+_plain_classes: tuple[type, ...] | None = None
+"""The classes `_plain` accepts, imported on first use."""
 _async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
 
 
@@ -100,15 +102,17 @@ def _plain(llm: BaseChatModel) -> BaseChatOpenAI | None:
     Not subclasses in general: they may change how requests are sent. ``get_llm("local")``'s class only
     renames connection errors in ``_agenerate``/``_generate``, which failed attempts go through.
     """
-    if "langchain_openai" not in sys.modules:  # a ChatOpenAI exists only once its module is imported; stay light
-        return None
-    from langchain_openai import ChatOpenAI
+    global _plain_classes
+    if _plain_classes is None:
+        if "langchain_openai" not in sys.modules:  # a ChatOpenAI exists only once its module is imported; stay light
+            return None
+        from langchain_openai import ChatOpenAI
 
-    from ai_utils.llm._factory import _LocalChatModel
-    from ai_utils.llm._openai_compat import ChatOpenAICompatible
+        from ai_utils.llm._factory import _LocalChatModel
+        from ai_utils.llm._openai_compat import ChatOpenAICompatible
 
-    plain = type(llm) in (ChatOpenAI, ChatOpenAICompatible, _LocalChatModel)
-    return llm if plain else None  # type: ignore[return-value]
+        _plain_classes = (ChatOpenAI, ChatOpenAICompatible, _LocalChatModel)
+    return llm if type(llm) in _plain_classes else None  # type: ignore[return-value]
 
 
 def _route(llm: BaseChatOpenAI) -> _Route | None:

@@ -42,6 +42,8 @@ from ai_utils.routing.modes import KeywordModeRouter, ModeDecision, ModeRouter
 from ai_utils.streaming._adapter import STEER_KEY, mode_part
 
 _CACHE_SIZE = 256
+_PLAIN_REQUEST = frozenset(f.name for f in dataclasses.fields(ModelRequest))
+"""The attributes of a `ModelRequest` as LangChain builds it."""
 
 __all__ = ["MODE_KEY", "ModeMiddleware", "ModeState"]
 
@@ -237,10 +239,18 @@ class ModeMiddleware(AgentMiddleware[ModeState, Any, Any]):
         if calls == 0:
             # The turn's first model call: announce the mode before the model streams anything.
             request.runtime.stream_writer(mode_part(view.decision.mode, list(view.names)))
-        overrides: dict[str, Any] = {"tools": list(view.tools), "system_message": view.system}
-        if not view.tools and request.tool_choice is not None:
-            overrides["tool_choice"] = None
-        return request.override(**overrides), view
+        tool_choice = None if not view.tools else request.tool_choice
+        if type(request) is not ModelRequest or vars(request).keys() != _PLAIN_REQUEST:
+            return request.override(tools=list(view.tools), system_message=view.system, tool_choice=tool_choice), view
+        # `override` is `dataclasses.replace`, which re-runs `__init__` over every field: for the plain request
+        # (its fields only, nothing set on it since) a copy of its fields with the three replaced is the same.
+        narrowed = object.__new__(ModelRequest)
+        fields = narrowed.__dict__
+        fields.update(vars(request))
+        fields["tools"] = list(view.tools)
+        fields["system_message"] = view.system
+        fields["tool_choice"] = tool_choice
+        return narrowed, view
 
     # --- as a `CallStep` on Agent's one model-call hook (`ai_utils._run.repair.ModelCallRepair`) ---------
 

@@ -232,6 +232,31 @@ def test_bad_calls_fail_before_any_request(openai_server: FakeOpenAIServer) -> N
     assert openai_server.requests == []
 
 
+def test_a_question_set_is_checked_once_but_edits_and_types_always_count(openai_server: FakeOpenAIServer) -> None:
+    """Checked questions and their prompts are kept per question set, keyed by content and types, never by identity."""
+    llm = local_llm(openai_server)
+    openai_server.reply("Yes", logprobs={"Yes": -0.1, "No": -2.5})
+    questions: dict[str, Any] = {"refund": {"type": "noul", "instructions": {"ask": "Refund?", "weight": 1}}}
+
+    classify(STATE, questions, llm=llm)
+    classify(STATE, questions, llm=llm)
+    questions["refund"]["instructions"]["weight"] = 1.0  # equal to 1, but the model would see "1.0"
+    classify(STATE, questions, llm=llm)
+    questions["refund"]["instructions"]["weight"] = True
+    classify({"message": "a new state"}, questions, llm=llm)
+
+    prompts = [request.text for request in openai_server.requests]
+    assert '"weight": 1}' in prompts[0] and prompts[1] == prompts[0]
+    assert '"weight": 1.0}' in prompts[2]
+    assert '"weight": true}' in prompts[3] and "a new state" in prompts[3] and "I was charged" not in prompts[3]
+
+    # An edit that makes the set invalid is caught even though the valid content was cached.
+    questions["refund"]["type"] = "maybe"
+    with pytest.raises(UserError, match="has type 'maybe'"):
+        classify(STATE, questions, llm=llm)
+    assert len(openai_server.requests) == 4
+
+
 def test_a_scripted_fake_model_can_carry_logprobs() -> None:
     llm = FakeChatModel([{"logprobs": {"No": -0.3, "Yes": -1.4}}])
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
 from ai_utils import Agent, DeepAgent, KeywordModeRouter, MemorySaver, ModeDecision, ModeDefinition, UserError
@@ -377,3 +377,35 @@ def test_modes_work_the_same_in_a_durable_session(router: KeywordModeRouter) -> 
     assert RAN == [] and seen.tools[0] == ["log_concern", "lookup_medication"]
     assert "MODE: assessment" in seen.systems[0]
     store.close()
+
+
+def test_the_narrowed_request_is_what_override_would_build(router: KeywordModeRouter) -> None:
+    """The mode step copies a plain `ModelRequest` instead of `override`-ing it: the two must agree field by field."""
+    from langchain.agents.middleware import ModelRequest
+    from langgraph.runtime import Runtime
+
+    from ai_utils.routing._middleware import MODE_KEY, ModeMiddleware
+
+    step = ModeMiddleware(router)
+    decided = step.start({"messages": [HumanMessage("hello there")]})
+    written: list[Any] = []
+    for tool_choice in (None, "auto", "any"):
+        request = ModelRequest(
+            model=FakeChatModel(["ok"]),
+            messages=decided["messages"],
+            system_message=SystemMessage("Be kind."),
+            tool_choice=tool_choice,
+            tools=list(TOOLS),
+            state={"messages": decided["messages"], MODE_KEY: decided[MODE_KEY]},
+            runtime=Runtime(stream_writer=written.append),
+            model_settings={"temperature": 0},
+        )
+        narrowed, view = step.before(request)
+        expected = request.override(tools=list(view.tools), system_message=view.system)
+        if not view.tools:
+            expected = expected.override(tool_choice=None)
+        assert type(narrowed) is ModelRequest
+        assert vars(narrowed) == vars(expected)
+        assert narrowed.tools is not request.tools and request.tools == TOOLS  # the original is left as it was
+        assert 0 < len(narrowed.tools) < len(TOOLS)
+    assert len(written) == 3  # the mode chunk, once per turn's first call
