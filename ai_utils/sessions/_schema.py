@@ -138,6 +138,9 @@ class Db(Protocol):
     where the dialect reads the token instead (SQLite: no round trips to save)."""
     fence_errors: tuple[type[BaseException], ...]
     """What a failed `fence_check` raises."""
+    claim_reads_holder: bool
+    """Whether a claim that does not take the lease reads its holder in the same statement (Postgres: a
+    data-modifying ``WITH``); else a second read follows a failed claim."""
 
     def write(self) -> contextlib.AbstractContextManager[Cursor]:
         """One write transaction: committed on success, rolled back on error."""
@@ -171,6 +174,7 @@ class SaverDb(Generic[SaverT]):
     notify_steer: str = ""
     fence_check: str = ""
     fence_errors: tuple[type[BaseException], ...] = ()
+    claim_reads_holder: bool = False
 
     def __init__(self, saver: SaverT) -> None:
         self.saver = saver
