@@ -428,9 +428,11 @@ class Engine:
                     return
                 # Known without a waiting steer at that version: its first model call need not look for one.
                 quiet = version if turn.steers is False else None
-                released = await run_turn(self, agent, session_id, token, turn, quiet)
+                released, first, then_version = await run_turn(self, agent, session_id, token, turn, quiet)
                 if released:
                     return  # the turn's end gave the lease back: nothing else was waiting
+                if first is not None:  # the end read the next turn (same transaction)
+                    version = then_version
         except SessionFencedError:
             self._lost(session_id, token)
             raise
