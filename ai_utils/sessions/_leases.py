@@ -104,7 +104,7 @@ class Leases:
             "WHERE session_id = ? AND (lease_owner IS NULL OR lease_until < ?)"
         )
         held: Any = None
-        with self.db.write() as cur:
+        with self.db.batch() as cur:
             if self.db.claim_reads_holder:
                 # A lease not taken comes back with its holder, from the same statement: no second round trip.
                 # The holder is read as of the statement's start (a claim that waited for another one sees the row
@@ -216,7 +216,7 @@ class Leases:
         """
         tail = self.tails.pop(session_id, None)
         try:
-            with self.db.write() as cur:
+            with self.db.batch() as cur:
                 if self.db.fence_check and tail is not None and tail[0] == token:
                     cur.execute(self.db.fence_check, (session_id, token))
                     last = tail[1]

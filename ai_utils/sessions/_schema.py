@@ -146,6 +146,14 @@ class Db(Protocol):
         """One write transaction: committed on success, rolled back on error."""
         ...
 
+    def batch(self) -> contextlib.AbstractContextManager[Cursor]:
+        """A write transaction whose block reads results only with ``fetchone``/``fetchall`` (never ``rowcount``).
+
+        Postgres sends no ``BEGIN``/``COMMIT`` (the pipeline's implicit transaction, committed at its Sync); a block
+        that raises closes the connection (the server rolls back).
+        """
+        ...
+
     def read(self) -> contextlib.AbstractContextManager[Cursor]:
         """A cursor for reads."""
         ...
@@ -189,6 +197,10 @@ class SaverDb(Generic[SaverT]):
 
     def keeper(self) -> contextlib.AbstractContextManager[Cursor]:
         """A write transaction for lease renewals (by default an ordinary one)."""
+        return self.write()
+
+    def batch(self) -> contextlib.AbstractContextManager[Cursor]:
+        """A write transaction for a block that never reads ``rowcount`` (by default an ordinary one)."""
         return self.write()
 
     def lock_setup(self, cur: Cursor) -> None:

@@ -276,10 +276,12 @@ class SessionStore(Inputs):
         """Record that a call starts; ``False`` when it was recorded before (it may have partly run)."""
         with self.fenced(session_id, token) as (cur, _):
             cur.execute(
-                "INSERT INTO ai_utils_calls (session_id, execution_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                "INSERT INTO ai_utils_calls (session_id, execution_id) VALUES (?, ?) ON CONFLICT DO NOTHING "
+                "RETURNING 1",
                 (session_id, execution_id),
             )
-            return bool(cur.rowcount == 1)
+            commit_early(cur)  # read with the commit: one round trip
+            return cur.fetchone() is not None
 
     # --- reads -------------------------------------------------------------------------------------------
 
