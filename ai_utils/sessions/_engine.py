@@ -75,43 +75,51 @@ class Signal:
     """Per-session version counters that sync and async waiters (on any loop) can wait on."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self.control = threading.Event()  # set on every control publish (the keeper waits on it)
         self._controlled: set[str] | None = set()  # sessions with a control publish since the keeper looked
         self._versions: dict[str, int] = {}
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
+        # Sync waiters per key: a publish wakes only the threads waiting on its key (a busy worker publishes for
+        # every stored line; waking every waiting thread each time costs a GIL hand-off per thread per line).
+        self._sync: dict[str, list[threading.Event]] = {}
         self.epoch = 0  # bumped by `publish_all` (also for keys never published, which have no version yet)
 
     def version(self, session_id: str) -> int:
         """The current version of a session (bumped on every publish)."""
-        with self._cond:
+        with self._lock:
             return self._versions.get(session_id, 0)
 
     def publish(self, session_id: str) -> None:
         """Wake everyone waiting on ``session_id``."""
-        with self._cond:
+        with self._lock:
             if len(self._versions) > _MAX_VERSIONS:
                 # Forget idle sessions; a waiter that still holds an old version just wakes once more.
-                self._versions = {k: v for k, v in self._versions.items() if k in self._waiters}
+                self._versions = {k: v for k, v in self._versions.items() if k in self._waiters or k in self._sync}
             self._versions[session_id] = self._versions.get(session_id, 0) + 1
-            self._cond.notify_all()
             if session_id.endswith(_CONTROL):
                 self._control(session_id)
                 self.control.set()
             waiters = self._waiters.pop(session_id, [])
+            threads = self._sync.pop(session_id, ())
+        for event in threads:
+            event.set()
         self._wake_all(waiters)
 
     def publish_all(self) -> None:
         """Wake every waiter (a lost connection may have dropped notifications: everyone looks again)."""
-        with self._cond:
+        with self._lock:
             for key in list(self._versions) + list(self._waiters):
                 self._versions[key] = self._versions.get(key, 0) + 1
             self._controlled = None
             self.epoch += 1
-            self._cond.notify_all()
             self.control.set()
             waiters = [w for ws in self._waiters.values() for w in ws]
             self._waiters.clear()
+            threads = [e for es in self._sync.values() for e in es]
+            self._sync.clear()
+        for event in threads:
+            event.set()
         self._wake_all(waiters)
 
     def _control(self, key: str) -> None:
@@ -122,7 +130,7 @@ class Signal:
 
     def take_controlled(self) -> set[str] | None:
         """The sessions with a control publish since the last call (``None``: maybe any)."""
-        with self._cond:
+        with self._lock:
             taken, self._controlled = self._controlled, set()
         return taken
 
@@ -137,13 +145,23 @@ class Signal:
 
     def wait(self, session_id: str, seen: int, timeout: float) -> None:
         """Block until the version differs from ``seen`` or ``timeout`` passes."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._versions.get(session_id, 0) != seen, timeout)
+        with self._lock:
+            if self._versions.get(session_id, 0) != seen:
+                return
+            event = threading.Event()
+            self._sync.setdefault(session_id, []).append(event)
+        if not event.wait(timeout):
+            with self._lock:
+                waiting = self._sync.get(session_id, [])
+                if event in waiting:
+                    waiting.remove(event)
+                    if not waiting:
+                        del self._sync[session_id]
 
     async def await_version(self, session_id: str, seen: int, timeout: float) -> None:
         """Async twin of `wait`."""
         loop = asyncio.get_running_loop()
-        with self._cond:
+        with self._lock:
             if self._versions.get(session_id, 0) != seen:
                 return
             future: asyncio.Future[None] = loop.create_future()
@@ -151,7 +169,7 @@ class Signal:
         try:
             await asyncio.wait_for(future, timeout)
         except TimeoutError:
-            with self._cond:
+            with self._lock:
                 waiting = self._waiters.get(session_id, [])
                 if (loop, future) in waiting:
                     waiting.remove((loop, future))
@@ -410,9 +428,11 @@ class Engine:
                     return
                 # Known without a waiting steer at that version: its first model call need not look for one.
                 quiet = version if turn.steers is False else None
-                released = await run_turn(self, agent, session_id, token, turn, quiet)
+                released, first, then_version = await run_turn(self, agent, session_id, token, turn, quiet)
                 if released:
                     return  # the turn's end gave the lease back: nothing else was waiting
+                if first is not None:  # the end read the next turn (same transaction)
+                    version = then_version
         except SessionFencedError:
             self._lost(session_id, token)
             raise

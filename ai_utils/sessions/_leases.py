@@ -12,7 +12,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ai_utils.exceptions import SessionFencedError
 from ai_utils.sessions._holder import Holder, host_id
@@ -99,35 +99,50 @@ class Leases:
         """
         now = time.time()
         until = now + self.lease_seconds
-        with self.db.write() as cur:
-            cur.execute(
-                "UPDATE ai_utils_sessions SET lease_owner = ?, lease_token = lease_token + 1, lease_until = ? "
-                "WHERE session_id = ? AND (lease_owner IS NULL OR lease_until < ?)"
-                + returning(self.db, "lease_token", "last_cursor"),
-                (self.owner, until, session_id, now),
-            )
+        claim = (
+            "UPDATE ai_utils_sessions SET lease_owner = ?, lease_token = lease_token + 1, lease_until = ? "
+            "WHERE session_id = ? AND (lease_owner IS NULL OR lease_until < ?)"
+        )
+        held: Any = None
+        with self.db.batch() as cur:
+            if self.db.claim_reads_holder:
+                # A lease not taken comes back with its holder, from the same statement: no second round trip.
+                # The holder is read as of the statement's start (a claim that waited for another one sees the row
+                # from before it: `holder` may be stale, and a takeover then checks the token it read).
+                cur.execute(
+                    f"WITH c AS ({claim} RETURNING lease_token, last_cursor) SELECT c.lease_token, c.last_cursor, "
+                    f"{_HOLDER_COLUMNS} FROM ai_utils_sessions s LEFT JOIN c ON TRUE WHERE s.session_id = ?",
+                    (self.owner, until, session_id, now, session_id),
+                )
+            else:
+                cur.execute(
+                    claim + returning(self.db, "lease_token", "last_cursor"), (self.owner, until, session_id, now)
+                )
             read = None if also is None else also(another_cursor(cur))
             commit_early(cur)  # nothing else to write: the results come back with the commit
             row = cur.fetchone()
+            if self.db.claim_reads_holder:
+                if row is None:  # no such session
+                    return Held(None, 0.0, False)
+                if row[0] is None:  # not taken: the holder is in the same row
+                    held, row = row[2:], None
             extra = None if row is None or read is None else read()
         if row is None:
-            return self._take_over(session_id, until)
+            return self._take_over(session_id, until, held)
         token = int(row[0])
         self.leases[session_id] = token
         self.tails[session_id] = (token, int(row[1]))  # the claim locked the row: no line was stored since
         return token, None, extra
 
-    def _take_over(self, session_id: str, until: float) -> tuple[int, str | None, None] | Held:
-        """Who holds the lease (and whether the session has work); a dead holder of this host's is taken over now."""
-        with self.db.read() as cur:
-            cur.execute(
-                "SELECT lease_owner, lease_token, lease_until, "
-                f"EXISTS (SELECT 1 FROM ai_utils_turns WHERE session_id = s.session_id AND status IN {_OPEN}) "
-                "OR EXISTS (SELECT 1 FROM ai_utils_inputs WHERE session_id = s.session_id AND kind = 'steer' "
-                "AND taken = 0) FROM ai_utils_sessions s WHERE session_id = ?",
-                (session_id,),
-            )
-            held = cur.fetchone()
+    def _take_over(self, session_id: str, until: float, held: Any = None) -> tuple[int, str | None, None] | Held:
+        """Who holds the lease (and whether the session has work); a dead holder of this host's is taken over now.
+
+        ``held``: ``(lease_owner, lease_token, lease_until, busy)`` when the failed claim read it already.
+        """
+        if held is None:
+            with self.db.read() as cur:
+                cur.execute(f"SELECT {_HOLDER_COLUMNS} FROM ai_utils_sessions s WHERE session_id = ?", (session_id,))
+                held = cur.fetchone()
         if held is None:
             return Held(None, 0.0, False)
         holder = Holder.parse(held[0])
@@ -201,7 +216,7 @@ class Leases:
         """
         tail = self.tails.pop(session_id, None)
         try:
-            with self.db.write() as cur:
+            with self.db.batch() as cur:
                 if self.db.fence_check and tail is not None and tail[0] == token:
                     cur.execute(self.db.fence_check, (session_id, token))
                     last = tail[1]
@@ -259,6 +274,14 @@ class Leases:
             if holder is None or holder.host != host_id():
                 elsewhere[str(session_id)] = float(until)
         return Orphans(free, elsewhere)
+
+
+# Who holds a session's lease, until when, and whether the session has work (an open turn or a waiting steer).
+_HOLDER_COLUMNS = (
+    "s.lease_owner, s.lease_token, s.lease_until, "
+    f"EXISTS (SELECT 1 FROM ai_utils_turns WHERE session_id = s.session_id AND status IN {_OPEN}) "
+    "OR EXISTS (SELECT 1 FROM ai_utils_inputs WHERE session_id = s.session_id AND kind = 'steer' AND taken = 0)"
+)
 
 
 def _fenced_error(session_id: str, token: int) -> SessionFencedError:

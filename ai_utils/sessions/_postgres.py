@@ -54,7 +54,7 @@ class _FencedPostgresSaver(FencedWrites, PostgresCheckpointSaver):
         from psycopg.rows import dict_row
 
         try:
-            with self.pool.connection() as conn, _transaction(conn) as tx:
+            with self.pool.connection() as conn, _transaction(conn, implicit=True) as tx:
                 # FOR KEY SHARE: a takeover changes lease_token, a key column (unique index), so it waits for this
                 # write to commit; a lease renewal or a cursor update changes no key and need not wait. The token is
                 # checked by the server, first in the transaction: a stale one fails the statement (division by
@@ -82,17 +82,24 @@ _SAVER_FENCE_CHECK = _fence_check("%s", "FOR KEY SHARE")
 
 
 class _Tx:
-    """A write transaction in pipeline mode, whose block may end the pipeline itself (`commit_now`)."""
+    """A write transaction in pipeline mode, whose block may end the pipeline itself (`commit_now`).
 
-    def __init__(self, conn: Any, cur: Any) -> None:
+    ``implicit``: no ``BEGIN``/``COMMIT`` statements: the statements up to the pipeline's Sync are one implicit
+    transaction (committed at the Sync; a failed statement makes the server skip the rest and roll it back), so
+    nothing in the block may sync the pipeline early (no ``rowcount``, no nested pipeline or transaction).
+    """
+
+    def __init__(self, conn: Any, cur: Any, implicit: bool = False) -> None:
         self.conn, self.cur = conn, cur
+        self.implicit = implicit
         self.committed = False
         self._pipeline: Any = None
 
     def begin(self) -> None:
         self._pipeline = self.conn.pipeline()  # entered and left by hand: `commit_now` leaves it early
         self._pipeline.__enter__()
-        self.cur.execute("BEGIN")
+        if not self.implicit:
+            self.cur.execute("BEGIN")
 
     def commit_now(self) -> None:
         """Queue the COMMIT and leave the pipeline: one round trip, and the block's results are read locally after it.
@@ -100,7 +107,8 @@ class _Tx:
         Reading a result inside the pipeline would cost a round trip (a flush) and leaving it another (its Sync).
         Raises what a statement of the transaction raised (the server skipped the rest: rolled back by the caller).
         """
-        self.conn.cursor().execute("COMMIT")  # on a cursor of its own: a cursor keeps its last statement's result
+        if not self.implicit:
+            self.conn.cursor().execute("COMMIT")  # on a cursor of its own: a cursor keeps its last statement's result
         self.committed = True
         self.leave()
 
@@ -112,12 +120,17 @@ class _Tx:
 
 
 @contextlib.contextmanager
-def _transaction(conn: Any) -> Iterator[_Tx]:
+def _transaction(conn: Any, *, implicit: bool = False) -> Iterator[_Tx]:
     """One transaction in pipeline mode: its statements go out together, one round trip up to the commit.
 
     Only reading a result inside the pipeline waits for the server (a flush, still inside the transaction).
     Committed at the end of the block unless the block committed itself (`_Tx.commit_now`); rolled back when it
     raises before that (or a statement failed).
+
+    ``implicit`` (a block that never syncs the pipeline early, see `_Tx`): no ``BEGIN``/``COMMIT`` statements, the
+    pipeline's Sync commits. A block that raises closes the connection instead of rolling back (the server rolls
+    the open transaction back; the pool replaces the connection): psycopg's cache of prepared statements is not
+    kept in step with a pipeline whose implicit transaction failed.
     """
     import psycopg
     from psycopg import pq
@@ -125,23 +138,29 @@ def _transaction(conn: Any) -> Iterator[_Tx]:
 
     try:
         with conn.cursor(row_factory=tuple_row) as cur:
-            tx = _Tx(conn, cur)
+            tx = _Tx(conn, cur, implicit)
             tx.begin()
             try:
                 yield tx
             except psycopg.Error as error:
+                if implicit:
+                    raise
                 tx.leave(error)  # a statement failed: the server skips the rest; rolled back below
                 raise
             except BaseException as error:
+                if implicit:
+                    raise
                 if not tx.committed:
                     cur.execute("ROLLBACK")
                 tx.leave(error)
                 raise
-            if not tx.committed:
+            if not tx.committed and not implicit:
                 cur.execute("COMMIT")
             tx.leave()
     except BaseException:
-        if conn.pgconn.transaction_status in (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR):
+        if implicit:
+            conn.close()  # what was not committed the server rolls back
+        elif conn.pgconn.transaction_status in (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR):
             conn.rollback()
         raise
 
@@ -185,6 +204,8 @@ class _PgCursor:
         """In pipeline mode: wait for the results of the statements sent so far."""
         pipeline = self._cur.connection._pipeline
         if pipeline is not None:
+            if self._tx is not None and self._tx.implicit and not self._tx.committed:
+                raise RuntimeError("rowcount/description would commit an implicit transaction early")
             pipeline.sync()
 
 
@@ -197,6 +218,7 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
     notify_ends = f"pg_notify('{CHANNEL}', '{_ENDS}' || session_id)"
     notify_steer = f"pg_notify('{CHANNEL}', '{_STEER}' || session_id)"
     fence_check = _fence_check("?", "FOR UPDATE")  # the store's writes update the row they lock
+    claim_reads_holder = True
 
     def __init__(self, saver: _FencedPostgresSaver, conn_string: str) -> None:
         from psycopg.errors import DivisionByZero
@@ -210,6 +232,11 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
     @contextlib.contextmanager
     def write(self) -> Iterator[Cursor]:
         with self.saver.pool.connection() as conn, _transaction(conn) as tx:
+            yield _PgCursor(tx.cur, tx)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[Cursor]:
+        with self.saver.pool.connection() as conn, _transaction(conn, implicit=True) as tx:
             yield _PgCursor(tx.cur, tx)
 
     @contextlib.contextmanager

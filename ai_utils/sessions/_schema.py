@@ -138,9 +138,20 @@ class Db(Protocol):
     where the dialect reads the token instead (SQLite: no round trips to save)."""
     fence_errors: tuple[type[BaseException], ...]
     """What a failed `fence_check` raises."""
+    claim_reads_holder: bool
+    """Whether a claim that does not take the lease reads its holder in the same statement (Postgres: a
+    data-modifying ``WITH``); else a second read follows a failed claim."""
 
     def write(self) -> contextlib.AbstractContextManager[Cursor]:
         """One write transaction: committed on success, rolled back on error."""
+        ...
+
+    def batch(self) -> contextlib.AbstractContextManager[Cursor]:
+        """A write transaction whose block reads results only with ``fetchone``/``fetchall`` (never ``rowcount``).
+
+        Postgres sends no ``BEGIN``/``COMMIT`` (the pipeline's implicit transaction, committed at its Sync); a block
+        that raises closes the connection (the server rolls back).
+        """
         ...
 
     def read(self) -> contextlib.AbstractContextManager[Cursor]:
@@ -171,6 +182,7 @@ class SaverDb(Generic[SaverT]):
     notify_steer: str = ""
     fence_check: str = ""
     fence_errors: tuple[type[BaseException], ...] = ()
+    claim_reads_holder: bool = False
 
     def __init__(self, saver: SaverT) -> None:
         self.saver = saver
@@ -185,6 +197,10 @@ class SaverDb(Generic[SaverT]):
 
     def keeper(self) -> contextlib.AbstractContextManager[Cursor]:
         """A write transaction for lease renewals (by default an ordinary one)."""
+        return self.write()
+
+    def batch(self) -> contextlib.AbstractContextManager[Cursor]:
+        """A write transaction for a block that never reads ``rowcount`` (by default an ordinary one)."""
         return self.write()
 
     def lock_setup(self, cur: Cursor) -> None:

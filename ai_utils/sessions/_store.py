@@ -25,6 +25,7 @@ from ai_utils.sessions._schema import (
     Cursor,
     Db,
     TurnRow,
+    another_cursor,
     commit_early,
     dumps,
     session_config,
@@ -224,12 +225,14 @@ class SessionStore(Inputs):
         lines: Sequence[str],
         *,
         status: str = "ended",
+        then: list[tuple[TurnRow | None]] | None = None,
     ) -> bool:
         """Log the turn's last lines (``turn_end`` / ``turn_yield`` last) and record how it ended, in one transaction.
 
         ``status`` is ``"yielded"`` for a turn that stopped at its ``yield_at`` (the next prompt continues it).
         When the session has no other work (no open turn, no waiting steer) the lease is given back in the same
-        transaction (a turn then costs no further round trip).
+        transaction (a turn then costs no further round trip). With ``then`` (a list), a lease kept gets the turn to
+        run next appended to it, as `next_turn` reads it, from the same transaction (Postgres: the same round trip).
 
         Returns:
             Whether the lease was given back.
@@ -254,8 +257,11 @@ class SessionStore(Inputs):
                     "AND taken = 0)" + returning(self.db, "1", notify="control"),
                     (session_id, session_id, session_id),
                 )
+                read = None if then is None else self._next_turn(another_cursor(cur), session_id)
                 commit_early(cur)  # read with the commit: one round trip
                 given = cur.fetchone() is not None
+                if read is not None and then is not None and not given:
+                    then.append(read())
         except BaseException:
             if forgot:  # not committed: still this worker's lease
                 self.leases[session_id] = token
@@ -270,10 +276,12 @@ class SessionStore(Inputs):
         """Record that a call starts; ``False`` when it was recorded before (it may have partly run)."""
         with self.fenced(session_id, token) as (cur, _):
             cur.execute(
-                "INSERT INTO ai_utils_calls (session_id, execution_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                "INSERT INTO ai_utils_calls (session_id, execution_id) VALUES (?, ?) ON CONFLICT DO NOTHING "
+                "RETURNING 1",
                 (session_id, execution_id),
             )
-            return bool(cur.rowcount == 1)
+            commit_early(cur)  # read with the commit: one round trip
+            return cur.fetchone() is not None
 
     # --- reads -------------------------------------------------------------------------------------------
 

@@ -165,6 +165,10 @@ class _TurnRun:
         self.open_calls: dict[str, str] = {}  # tool calls shown as started and not yet ended
         self.began = time.perf_counter()
         self.released = False  # the turn's end gave the lease back: the session had no other work
+        # With the lease kept: the turn to run next, read in the end's transaction, and the session's steer version
+        # from before that read (`SessionStore.steer_version`); empty when not read.
+        self.then: list[tuple[TurnRow | None]] = []
+        self.then_version: Any = None
 
     # --- ends --------------------------------------------------------------------------------------------
 
@@ -199,8 +203,9 @@ class _TurnRun:
         result = {"usage": total, "error": error, "output": output, "ends": ends}
         # The chunks the writer had not stored yet come first, in the same transaction as the end.
         lines = [*self.log.rest(), *(dumps(x) for x in extra), dumps(line), *(dumps(x) for x in after)]
+        self.then_version = self.store.steer_version(self.session_id)  # before the read (a later steer bumps it)
         self.released = await self.engine.io(
-            functools.partial(self.store.end_turn, status=status),
+            functools.partial(self.store.end_turn, status=status, then=self.then),
             self.session_id,
             self.token,
             turn.turn_id,
@@ -411,14 +416,20 @@ class _TurnRun:
             await self.end(self.stop)
 
 
-async def run_turn(engine: Any, agent: Any, session_id: str, token: int, turn: TurnRow, quiet: Any = None) -> bool:
-    """Run (or continue) ``turn`` to its end and store everything it emits; whether its end gave the lease back.
+async def run_turn(
+    engine: Any, agent: Any, session_id: str, token: int, turn: TurnRow, quiet: Any = None
+) -> tuple[bool, tuple[TurnRow | None] | None, Any]:
+    """Run (or continue) ``turn`` to its end and store everything it emits.
 
     ``quiet``: the session's steer version at which it was seen without a waiting steer (`TurnContext.quiet`).
+
+    Returns:
+        Whether its end gave the lease back; else the turn to run next as ``(turn,)`` when the end read it (``None``:
+        not read), and the steer version from before that read.
     """
     run = _TurnRun(engine, agent, session_id, token, turn, quiet)
     await run.run()
-    return run.released
+    return run.released, (run.then[0] if run.then else None), run.then_version
 
 
 async def _close_calls(agent: Any, config: Any) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from langchain_core.messages import BaseMessage
 from ai_utils import Agent, postgres_sessions, sqlite_sessions
 from ai_utils.client import is_turn_event
 from ai_utils.sessions._holder import HOST_ENV, Holder, host_id, this_holder
+from ai_utils.sessions._leases import Held
 from ai_utils.testing import FakeChatModel, FunctionChatModel
 
 
@@ -72,6 +73,42 @@ def test_a_dead_holder_on_this_host_is_taken_over_at_once_one_elsewhere_after_it
                 assert store.busy(session_id) and not store.lease_free(session_id)
         finally:
             store.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_claim_not_taken_names_the_holder_and_whether_there_is_work(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """On Postgres the claim reads the holder in its own statement; both dialects answer alike."""
+    uri = request.getfixturevalue("postgres_uri") if kind == "postgres" else ""
+    store = postgres_sessions(uri) if kind == "postgres" else sqlite_sessions(tmp_path / "claims.sqlite")
+    me = this_holder()
+    live = str(Holder("another-machine", me.pid, me.start, "live"))
+    dead = str(Holder(me.host, _dead_pid(), "1", "gone"))
+    far = time.time() + 3600
+    prefix = f"{kind}-{time.time_ns()}"
+    try:
+        assert store.try_claim(f"{prefix}-missing") == Held(None, 0.0, False)
+        for name, holder, queued in (("live", live, True), ("idle", live, False), ("dead", dead, True)):
+            session_id = f"{prefix}-{name}"
+            turn = store.accept_prompt(session_id, "default", None, {"input": "hello"})
+            with store.db.write() as cur:
+                cur.execute(
+                    "UPDATE ai_utils_sessions SET lease_owner = ?, lease_token = 7, lease_until = ? "
+                    "WHERE session_id = ?",
+                    (holder, far, session_id),
+                )
+                if not queued:
+                    cur.execute("UPDATE ai_utils_turns SET status = 'ended' WHERE turn_id = ?", (turn.turn_id,))
+            got = store.try_claim(session_id)
+            if name == "dead":  # a dead holder of this host: taken over at once, naming it
+                assert got == (8, dead)
+                assert store.leases[session_id] == 8
+            else:
+                assert got == Held(Holder.parse(holder), far, queued), name
+                assert session_id not in store.leases
+    finally:
+        store.close()  # type: ignore[attr-defined]
 
 
 def test_recover_wait_takes_over_an_expired_lease_of_another_host(tmp_path: Path) -> None:

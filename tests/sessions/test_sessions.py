@@ -462,3 +462,28 @@ def test_mcp_tools_count_as_not_idempotent_unless_the_server_names_them(
     # A non-idempotent call is recorded before it starts: after a crash it would not run again on its own.
     with sqlite3.connect(tmp_path / "mcp.sqlite") as conn:
         assert conn.execute("SELECT COUNT(*) FROM ai_utils_calls").fetchone()[0] == journaled
+
+
+def test_a_sync_waiter_is_woken_by_its_own_session_and_by_a_reconnect_not_by_others() -> None:
+    from ai_utils.sessions._engine import Signal
+
+    signal = Signal()
+    woken: list[float] = []
+
+    def wait(seen: int) -> None:
+        began = time.monotonic()
+        signal.wait("mine", seen, 5.0)
+        woken.append(time.monotonic() - began)
+
+    for wake in (lambda: signal.publish("mine"), signal.publish_all):
+        woken.clear()
+        waiter = threading.Thread(target=wait, args=(signal.version("mine"),))
+        waiter.start()
+        time.sleep(0.1)
+        signal.publish("other")  # another session's line: the waiter sleeps on
+        time.sleep(0.1)
+        assert waiter.is_alive() and not woken
+        wake()
+        waiter.join(5)
+        assert woken and woken[0] < 4
+    signal.wait("mine", signal.version("mine") - 1, 5.0)  # a version already past: returns at once
