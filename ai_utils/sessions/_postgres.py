@@ -136,6 +136,8 @@ def _transaction(conn: Any, *, implicit: bool = False) -> Iterator[_Tx]:
     from psycopg import pq
     from psycopg.rows import tuple_row
 
+    # Outside autocommit psycopg opens a transaction itself that no Sync would commit: explicit statements then.
+    implicit = implicit and bool(conn.autocommit)
     try:
         with conn.cursor(row_factory=tuple_row) as cur:
             tx = _Tx(conn, cur, implicit)
