@@ -12,7 +12,8 @@
    summarizer, counted with the saver's own `estimate_tokens`, vs the analytic model below; summarizer
    calls vs predicted; and (report) vs the naive run without a summarizing saver.
 4. `SupabaseCheckpointSaver` vs `postgres_saver` put / get_tuple on the same Postgres server (≤ 2.0)
-   (PostgREST started from tests/_supabase.py), a 20-message checkpoint.
+   (PostgREST started from tests/_supabase.py), a 20-message checkpoint; and (report) the stack's floor, a
+   request to a no-op SQL function through the same client, gateway stand-in and PostgREST.
 
 ``messages_before_summary`` is set out of reach in 2 and 3, so the token budget alone triggers summaries
 (the analytic model is about B, K and s).
@@ -381,7 +382,9 @@ def _backends() -> Iterator[tuple[Any, Any]]:
     with ExitStack() as stack:
         uri = stack.enter_context(start_postgres())
         supa = stack.enter_context(start_supabase(uri))
-        supa.run_sql(supabase_checkpoints_sql("bench_checkpoints"), wait_for="bench_checkpoints")
+        # The floor row's request: a function that does nothing, reached the way the saver's requests are.
+        noop = "create function bench_noop() returns int language sql as 'select 1';"
+        supa.run_sql(noop + supabase_checkpoints_sql("bench_checkpoints"), wait_for="bench_checkpoints")
         supa.wait_for_table("bench_checkpoints_writes")
         http = stack.enter_context(httpx.Client(timeout=30))
         client = create_client(supa.url, supa.service_key, options=ClientOptions(httpx_client=http))
@@ -416,9 +419,13 @@ def _backend_times(rounds: int, repeat: int) -> dict[str, tuple[float, float]]:
     checkpoint = empty_checkpoint()
     checkpoint["channel_values"] = {"messages": history(20, text=_text("message", 400))}
     checkpoint["channel_versions"] = {"messages": "00000000000000000000000000000001.0"}
-    samples: dict[str, list[float]] = {"supa_put": [], "pg_put": [], "supa_get": [], "pg_get": []}
+    samples: dict[str, list[float]] = {"supa_put": [], "pg_put": [], "supa_get": [], "pg_get": [], "noop": []}
     configs: dict[str, Any] = {}
     for i in range(rounds + 2):
+        gc.collect()
+        start = time.perf_counter()
+        supa._call("bench_noop", {}, "call a no-op function")
+        noop = time.perf_counter() - start
         for name, saver in (("supa", supa), ("pg", pg)):
             cp: Any = {**checkpoint, "id": f"1ef{repeat:03d}{i:026d}"}
             config = {"configurable": {"thread_id": f"b{name}", "checkpoint_ns": ""}}
@@ -433,8 +440,11 @@ def _backend_times(rounds: int, repeat: int) -> dict[str, tuple[float, float]]:
             if i >= 2:
                 samples[f"{name}_put"].append(put)
                 samples[f"{name}_get"].append(get)
+        if i >= 2:
+            samples["noop"].append(noop)
     for op in ("put", "get"):
         out[op] = (statistics.median(samples[f"supa_{op}"]) * 1e3, statistics.median(samples[f"pg_{op}"]) * 1e3)
+    out["floor"] = (statistics.median(samples["noop"]) * 1e3, statistics.median(samples["pg_put"]) * 1e3)
     return out
 
 
@@ -496,4 +506,15 @@ def metrics() -> list[Metric]:
                 "in this process, taking the GIL from the measured client); each repeat measures afresh.",
             )
         )
+    out.append(
+        Metric(
+            "memory: floor: a PostgREST /rpc request to a no-op SQL function / postgres_saver.put (report)",
+            measure=_supabase_vs_postgres("floor"),
+            target=None,
+            unit="ms",
+            note="the Supabase rows' floor: `select 1` as a PostgREST function, sent as the saver sends its "
+            "requests (same client, gateway stand-in and PostgREST), in the same rounds as the put/get rows; "
+            "anchor: postgres_saver.put of the 20-message checkpoint. No saver over this stack can be faster.",
+        )
+    )
     return out
