@@ -155,7 +155,8 @@ class AgUiEncoder(UIEncoder):
         if self.reasoning_id is not None:
             out += self.on_reasoning_end()
         self.text_id = self.message_id = self.new_id()
-        self.delta_prefix = _DELTA_PREFIX % json_value(self.text_id)
+        # The id is our own str (a counter or a cursor): plain orjson writes it, no fallback call needed.
+        self.delta_prefix = _DELTA_PREFIX % _dumps(self.text_id)
         out.append({"type": _TEXT_START, "messageId": self.text_id, "role": "assistant"})
         out.append({"type": _TEXT_CONTENT, "messageId": self.text_id, "delta": text})
         return out

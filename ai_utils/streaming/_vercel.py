@@ -21,8 +21,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterable, 
 from typing import Any
 
 from ai_utils.client import ErrorEvent, InterruptEvent
-from ai_utils.streaming._encode import json_value
-from ai_utils.streaming._ui import Event, UIEncoder, aevents, fresh_id, turn_error
+from ai_utils.streaming._ui import Event, UIEncoder, _text_json, aevents, fresh_id, turn_error
 
 __all__ = ["VERCEL_HEADERS", "VercelEncoder", "to_vercel_ai"]
 
@@ -71,7 +70,8 @@ class VercelEncoder(UIEncoder):
         if self.reasoning_id is not None:
             out += self.on_reasoning_end()
         self.text_id = self.new_id()
-        self.delta_prefix = b'data: {"type":"text-delta","id":%s,"delta":' % json_value(self.text_id)
+        # The id is our own str (a counter or a cursor): plain orjson writes it, no fallback call needed.
+        self.delta_prefix = b'data: {"type":"text-delta","id":%s,"delta":' % _text_json(self.text_id)
         out.append({"type": "text-start", "id": self.text_id})
         out.append({"type": "text-delta", "id": self.text_id, "delta": text})
         return out
