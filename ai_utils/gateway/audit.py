@@ -279,6 +279,8 @@ class SqliteAuditSink:
         assignments = ", ".join(f"{name} = ?" for name in FIELD_NAMES)
         self._pending: set[str] = set()  # request ids whose pending row this sink wrote
         self._complete = f"UPDATE \"{table}\" SET {assignments} WHERE request_id = ? AND status = 'pending'"
+        # One cursor for every write (under the lock): ``Connection.execute`` would make a new one per row.
+        self._cursor = self._conn.cursor()
 
     def write(self, entry: AuditEntry) -> None:
         """Insert the row, or complete the pending row of the same ``request_id``.
@@ -291,10 +293,10 @@ class SqliteAuditSink:
             if entry.status == "pending":
                 self._pending.add(entry.request_id)
             elif entry.request_id in self._pending:
-                self._conn.execute(self._complete, [*values, entry.request_id])
+                self._cursor.execute(self._complete, [*values, entry.request_id])
                 self._pending.discard(entry.request_id)
                 return
-            self._conn.execute(self._insert, values)
+            self._cursor.execute(self._insert, values)
 
     def read(self, *, request_id: str | None = None) -> list[dict[str, Any]]:
         """Read stored rows, JSON fields decoded.
