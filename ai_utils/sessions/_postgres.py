@@ -221,6 +221,7 @@ class _PgDb(SaverDb[_FencedPostgresSaver]):
     notify_steer = f"pg_notify('{CHANNEL}', '{_STEER}' || session_id)"
     fence_check = _fence_check("?", "FOR UPDATE")  # the store's writes update the row they lock
     claim_reads_holder = True
+    writes_with = True
 
     def __init__(self, saver: _FencedPostgresSaver, conn_string: str) -> None:
         from psycopg.errors import DivisionByZero

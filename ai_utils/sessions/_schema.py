@@ -141,6 +141,9 @@ class Db(Protocol):
     claim_reads_holder: bool
     """Whether a claim that does not take the lease reads its holder in the same statement (Postgres: a
     data-modifying ``WITH``); else a second read follows a failed claim."""
+    writes_with: bool
+    """Whether one statement may carry other writes in a data-modifying ``WITH`` (Postgres): a turn's log lines and
+    its status change ride on the statement that moves the session's cursor; else each is a statement of its own."""
 
     def write(self) -> contextlib.AbstractContextManager[Cursor]:
         """One write transaction: committed on success, rolled back on error."""
@@ -183,6 +186,7 @@ class SaverDb(Generic[SaverT]):
     fence_check: str = ""
     fence_errors: tuple[type[BaseException], ...] = ()
     claim_reads_holder: bool = False
+    writes_with: bool = False
 
     def __init__(self, saver: SaverT) -> None:
         self.saver = saver

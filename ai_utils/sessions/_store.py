@@ -157,24 +157,46 @@ class SessionStore(Inputs):
         notify: str = "lines",
         *,
         also: tuple[str, ...] = (),
+        writes: Sequence[tuple[str, Sequence[Any]]] = (),
     ) -> int:
-        """Store ``lines`` after cursor ``last``; the new last cursor. ``also``: session columns its UPDATE returns."""
+        """Store ``lines`` after cursor ``last``; the new last cursor. ``also``: session columns its UPDATE returns.
+
+        ``writes``: other ``(sql, params)`` writes of the transaction, run before the cursor moves. Where the dialect
+        allows (`Db.writes_with`) they and the last rows of lines ride on the cursor's ``UPDATE`` as a data-modifying
+        ``WITH``: one statement instead of three for a turn's start or end, two for its lines. They touch other rows
+        than that UPDATE, so running them in one statement (one snapshot) changes nothing a later statement reads.
+        """
+        statements: list[tuple[str, Sequence[Any]]] = list(writes)
         for start in range(0, len(lines), _BATCH):
             batch = lines[start : start + _BATCH]
             values: list[Any] = []
             for i, line in enumerate(batch):
                 values += (session_id, last + start + i + 1, turn_id, line)
-            cur.execute(
-                "INSERT INTO ai_utils_log (session_id, cursor, turn_id, line) VALUES "
-                + ", ".join(["(?, ?, ?, ?)"] * len(batch)),
-                values,
+            statements.append(
+                (
+                    "INSERT INTO ai_utils_log (session_id, cursor, turn_id, line) VALUES "
+                    + ", ".join(["(?, ?, ?, ?)"] * len(batch)),
+                    values,
+                )
             )
         new_last = last + len(lines)
-        cur.execute(
-            "UPDATE ai_utils_sessions SET last_cursor = ? WHERE session_id = ?"
-            + returning(self.db, *also, notify=notify),
-            (new_last, session_id),
+        update = "UPDATE ai_utils_sessions SET last_cursor = ? WHERE session_id = ?" + returning(
+            self.db, *also, notify=notify
         )
+        params: list[Any] = [new_last, session_id]
+        if self.db.writes_with:
+            # The given writes and the last batch of lines only: the statement's parameters stay bounded (_BATCH rows).
+            merged = statements[: len(writes)] + statements[max(len(writes), len(statements) - 1) :]
+            rest = statements[len(writes) : max(len(writes), len(statements) - 1)]
+            for sql, args in rest:
+                cur.execute(sql, args)
+            if merged:
+                update = "WITH " + ", ".join(f"w{i} AS ({sql})" for i, (sql, _) in enumerate(merged)) + " " + update
+                params = [x for _, args in merged for x in args] + params
+        else:
+            for sql, args in statements:
+                cur.execute(sql, args)
+        cur.execute(update, params)
         return new_last
 
     def start_turn(
@@ -192,7 +214,7 @@ class SessionStore(Inputs):
         """
         with self.fenced(session_id, token) as (cur, last):
             # The row stays locked from here: a cancel sent meanwhile waits for this commit and is seen next time.
-            cur.execute(
+            running = (
                 "UPDATE ai_utils_turns SET status = 'running', first_cursor = COALESCE(first_cursor, ?) "
                 "WHERE turn_id = ?",
                 (last + 1, turn.turn_id),
@@ -202,7 +224,7 @@ class SessionStore(Inputs):
                     "UPDATE ai_utils_sessions SET fingerprint = ? WHERE session_id = ?",
                     (dumps(fingerprint), session_id),
                 )
-            cursor = self._append(cur, session_id, last, turn.turn_id, [line], also=("cancel_seq",))
+            cursor = self._append(cur, session_id, last, turn.turn_id, [line], also=("cancel_seq",), writes=(running,))
             commit_early(cur)  # read with the commit: one round trip after a claim (its cursor is known)
             cancel_seq = int(cur.fetchone()[0])
         self.tail(session_id, token, cursor)
@@ -240,12 +262,14 @@ class SessionStore(Inputs):
         given = forgot = False
         try:
             with self.fenced(session_id, token) as (cur, last):
-                end = self._append(cur, session_id, last, turn_id, lines, notify="ends")  # wakes result() elsewhere
-                cur.execute(
+                ended = (
                     "UPDATE ai_utils_turns SET status = ?, stop_reason = ?, result = ?, "
                     "first_cursor = COALESCE(first_cursor, ?) WHERE turn_id = ?",
                     (status, stop_reason, dumps(result), last + 1, turn_id),
                 )
+                # `notify="ends"` wakes result() elsewhere. The status change is committed with the lines, and the
+                # statements below (a new snapshot each) see it.
+                end = self._append(cur, session_id, last, turn_id, lines, notify="ends", writes=(ended,))
                 # Forgotten before the commit, in case it is given back: the keeper never finds a lease given back
                 # still listed as this worker's (it would report it taken over). Listed again below if it was not.
                 forgot = self.forget(session_id, token)
