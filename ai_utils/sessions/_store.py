@@ -166,19 +166,16 @@ class SessionStore(Inputs):
         ``WITH``: one statement instead of three for a turn's start or end, two for its lines. They touch other rows
         than that UPDATE, so running them in one statement (one snapshot) changes nothing a later statement reads.
         """
-        statements: list[tuple[str, Sequence[Any]]] = list(writes)
+        inserts: list[tuple[str, Sequence[Any]]] = []
         for start in range(0, len(lines), _BATCH):
             batch = lines[start : start + _BATCH]
             values: list[Any] = []
             for i, line in enumerate(batch):
                 values += (session_id, last + start + i + 1, turn_id, line)
-            statements.append(
-                (
-                    "INSERT INTO ai_utils_log (session_id, cursor, turn_id, line) VALUES "
-                    + ", ".join(["(?, ?, ?, ?)"] * len(batch)),
-                    values,
-                )
+            sql = "INSERT INTO ai_utils_log (session_id, cursor, turn_id, line) VALUES " + ", ".join(
+                ["(?, ?, ?, ?)"] * len(batch)
             )
+            inserts.append((sql, values))
         new_last = last + len(lines)
         update = "UPDATE ai_utils_sessions SET last_cursor = ? WHERE session_id = ?" + returning(
             self.db, *also, notify=notify
@@ -186,16 +183,14 @@ class SessionStore(Inputs):
         params: list[Any] = [new_last, session_id]
         if self.db.writes_with:
             # The given writes and the last batch of lines only: the statement's parameters stay bounded (_BATCH rows).
-            merged = statements[: len(writes)] + statements[max(len(writes), len(statements) - 1) :]
-            rest = statements[len(writes) : max(len(writes), len(statements) - 1)]
-            for sql, args in rest:
-                cur.execute(sql, args)
+            alone, merged = inserts[:-1], [*writes, *inserts[-1:]]
             if merged:
                 update = "WITH " + ", ".join(f"w{i} AS ({sql})" for i, (sql, _) in enumerate(merged)) + " " + update
                 params = [x for _, args in merged for x in args] + params
         else:
-            for sql, args in statements:
-                cur.execute(sql, args)
+            alone = [*writes, *inserts]
+        for sql, args in alone:
+            cur.execute(sql, args)
         cur.execute(update, params)
         return new_last
 
