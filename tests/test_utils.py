@@ -88,3 +88,47 @@ def test_is_async_callable_sees_through_partials_and_callable_objects() -> None:
 
     assert is_async_callable(_double) and is_async_callable(functools.partial(_double, 1))
     assert is_async_callable(Call()) and not is_async_callable(len)
+
+
+def test_worker_loop_runs_callbacks_from_its_own_thread_without_a_wake_up_write() -> None:
+    from ai_utils._utils import WorkerLoop
+
+    loop = WorkerLoop()
+    ran: list[str] = []
+
+    async def main() -> None:
+        # What LangGraph's astream does for every chunk, from the loop's own thread.
+        loop.call_soon_threadsafe(ran.append, "own thread")
+        with pytest.raises(BlockingIOError):  # nothing was written to the loop's wake-up socket
+            loop._ssock.recv(1)  # type: ignore[attr-defined]
+        await asyncio.sleep(0)
+
+    try:
+        loop.run_until_complete(main())
+        assert ran == ["own thread"]  # and it ran on the next turn of the loop
+    finally:
+        loop.close()
+
+
+def test_worker_loop_is_woken_at_once_by_another_thread() -> None:
+    from ai_utils._utils import WorkerLoop
+
+    loop = WorkerLoop()
+    woken = threading.Event()
+
+    async def main() -> float:
+        future = loop.create_future()
+        threading.Timer(0.05, loop.call_soon_threadsafe, args=(future.set_result, None)).start()
+        start = loop.time()
+        await asyncio.wait_for(future, 30)  # the loop sleeps in select() until the other thread writes
+        woken.set()
+        return loop.time() - start
+
+    try:
+        thread_result: list[float] = []
+        worker = threading.Thread(target=lambda: thread_result.append(loop.run_until_complete(main())))
+        worker.start()
+        worker.join(10)
+        assert woken.is_set() and thread_result[0] < 5
+    finally:
+        loop.close()

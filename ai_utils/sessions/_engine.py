@@ -24,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from ai_utils._utils import WorkerLoop
 from ai_utils.exceptions import SessionFencedError
 
 __all__ = ["Engine", "Signal", "control", "steered", "turn_ends"]
@@ -221,7 +222,7 @@ class Engine:
         """The background loop for turns prompted from sync code (started on first use)."""
         with self._lock:
             if self._loop is None:
-                self._loop = asyncio.new_event_loop()
+                self._loop = WorkerLoop()
                 self.loops.add(self._loop)
                 self._thread = threading.Thread(target=self._serve, name="ai_utils-sessions", daemon=True)
                 self._thread.start()
