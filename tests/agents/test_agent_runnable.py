@@ -295,6 +295,34 @@ async def test_a_sync_run_inside_a_running_loop_warns_once_naming_the_async_twin
     assert len(seen) == 1
 
 
+async def test_a_sync_call_through_retry_or_fallbacks_warns_once_for_all_its_attempts() -> None:
+    calls = {"n": 0}
+
+    def flaky(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> str:
+        calls["n"] += 1
+        if calls["n"] < 3:
+            raise ConnectionError("provider unreachable")
+        return "finally"
+
+    def broken(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> str:
+        raise ValueError("model down")
+
+    retrying = Agent(llm=FunctionChatModel(flaky)).with_retry(
+        retry_if_exception_type=(ConnectionError,), stop_after_attempt=3, wait_exponential_jitter=False
+    )
+    with pytest.warns(RuntimeWarning, match=r"Agent\.invoke\(\).*await Agent\.ainvoke") as seen:
+        assert retrying.invoke("hi") == "finally"  # three attempts, one call
+    assert calls["n"] == 3
+    assert len(seen) == 1
+    both = Agent(llm=FunctionChatModel(broken)).with_fallbacks([Agent(llm=FakeChatModel(["from the backup"] * 2))])
+    with pytest.warns(RuntimeWarning, match=r"Agent\.invoke\(\)") as seen:
+        assert both.invoke("hi") == "from the backup"  # two agents tried, one call
+    assert len(seen) == 1
+    with pytest.warns(RuntimeWarning, match=r"Agent\.invoke\(\)") as seen:
+        assert both.invoke("hi") == "from the backup"  # the next call warns again
+    assert len(seen) == 1
+
+
 async def test_sync_runs_off_the_loop_and_async_runs_do_not_warn() -> None:
     agent = Agent(llm=FakeChatModel(["ok"] * 5))
 
