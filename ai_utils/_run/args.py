@@ -110,7 +110,8 @@ def reject_unknown(unknown: Iterable[str], *, owner: str, known: Iterable[str], 
     for key in unknown:
         close = difflib.get_close_matches(key, names, n=1)
         parts.append(f"{key}= (did you mean {close[0]}=?)" if close else f"{key}=")
-    raise UserError(f"{owner} got unknown argument(s) {', '.join(parts)}. Known: {', '.join(names)}.{hint}")
+    known_text = f" Known: {', '.join(names)}." if names else ""  # a Chain takes none: no empty "Known: ."
+    raise UserError(f"{owner} got unknown argument(s) {', '.join(parts)}.{known_text}{hint}")
 
 
 def merge_run_config(ours: RunnableConfig, config: RunnableConfig | None) -> RunnableConfig:
