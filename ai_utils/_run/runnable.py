@@ -133,6 +133,25 @@ class WrapperRunnable(Runnable[Any, OutputT], Generic[OutputT]):
         finally:
             _WARNED.reset(token)
 
+    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any | None) -> Iterator[OutputT]:
+        """``invoke``'s answer as a stream (`Runnable`'s default; a wrapper that streams chunks overrides this).
+
+        Inside a running event loop the warning names ``astream``, the twin of what was called, not ``ainvoke``.
+        """
+        return self._stream_once(super().stream(input, config, **kwargs))
+
+    def _stream_once(self, answers: Iterator[OutputT]) -> Iterator[OutputT]:
+        # Warns where the run happens (the first ``next()``: a worker thread is fine), then runs every step in
+        # one context where the inner ``invoke``'s warning is silenced (a generator may resume anywhere).
+        warn_sync_in_loop(type(self).__name__, "stream")
+        context = contextvars.copy_context()
+        context.run(_WARNED.set, True)
+        while True:
+            try:
+                yield context.run(next, answers)
+            except StopIteration:
+                return
+
     @overload
     def batch_as_completed(
         self,
