@@ -110,6 +110,7 @@ NDJSON = [
         "no authenticate= configured", "/open", 401, "Unauthorized", json_body('{"input": "hi"}'), says="authenticate="
     ),
     Bad("a GET", "/agent", 405, "MethodNotAllowed", method="GET", headers=dict(ALICE), says="use POST"),
+    Bad("a GET without credentials", "/agent", 401, "Unauthorized", method="GET", headers={}),  # auth comes first
     Bad(
         "input and decision",
         "/agent",
@@ -281,6 +282,9 @@ SESSIONS = [
         json_body('{"decision": "approve"}'),
     ),
     Bad("a GET on prompt", "/sessions/{alice}/prompt", 405, "MethodNotAllowed", method="GET", headers=dict(ALICE)),
+    Bad(
+        "a GET on prompt without credentials", "/sessions/{alice}/prompt", 401, "Unauthorized", method="GET", headers={}
+    ),
 ]
 
 
