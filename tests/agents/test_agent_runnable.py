@@ -265,6 +265,17 @@ def test_a_thread_id_in_both_the_options_and_the_config_must_agree() -> None:
     assert len(agent.get_state("same").values["messages"]) == 4
 
 
+def test_a_thread_id_passed_where_the_config_goes_is_refused_naming_thread_id() -> None:
+    agent = Agent(llm=FakeChatModel(["ok"]), checkpointer=InMemorySaver())
+
+    with pytest.raises(UserError, match=r"Agent\.invoke: `config` must be a LangChain RunnableConfig") as caught:
+        agent.invoke("hi", "t-1")  # type: ignore[arg-type]  # the second positional is the config
+    assert "pass `thread_id='t-1'`" in str(caught.value)  # not "needs a thread_id": one was given, in the wrong place
+    with pytest.raises(UserError, match=r"Agent\.stream: `config` must be"):
+        list(agent.stream("hi", ["t-1"]))  # type: ignore[arg-type]
+    assert agent.get_state("t-1").values == {}  # nothing ran
+
+
 async def test_an_async_thread_id_conflict_is_refused_too() -> None:
     agent = Agent(llm=FakeChatModel(["ok"]), checkpointer=InMemorySaver())
 

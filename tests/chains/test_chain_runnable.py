@@ -104,3 +104,8 @@ def test_unknown_options_are_refused() -> None:
     assert str(refused.value) == (
         "Chain.invoke got unknown argument(s) thread_id=. A Chain takes its inputs and a `config` only."
     )  # a Chain takes no options: no empty "Known: ." list
+
+
+def test_a_config_that_is_no_mapping_is_a_user_error() -> None:
+    with pytest.raises(UserError, match=r"Chain: `config` must be a LangChain RunnableConfig mapping"):
+        Chain(llm=FakeChatModel(["x"])).invoke({"q": "x"}, "t-1")  # type: ignore[arg-type]  # was an AttributeError
