@@ -165,6 +165,16 @@ PROTOCOLS = [
         says="approved",
     ),
     Bad(
+        "AI SDK: a model that fails at once",
+        "/vercel",
+        500,
+        "RuntimeError",
+        json_body(
+            '{"id": "c-1", "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "crash"}]}]}'
+        ),
+        says="error id",
+    ),
+    Bad(
         "AI SDK: no messages",
         "/vercel",
         400,
@@ -319,6 +329,7 @@ def test_a_bad_request_gets_its_status_and_the_json_error_object(server: tuple[L
 
     assert response.status_code == bad.status, response.text
     assert response.headers["content-type"] == "application/json"
+    assert "x-vercel-ai-ui-message-stream" not in response.headers  # the body is no UI message stream
     error = response.json()
     assert set(error) <= {"kind", "type", "message", "error_id"}
     assert error["kind"] == "error" and error["type"] == bad.type and error["message"]
