@@ -110,7 +110,8 @@ def reject_unknown(unknown: Iterable[str], *, owner: str, known: Iterable[str], 
     for key in unknown:
         close = difflib.get_close_matches(key, names, n=1)
         parts.append(f"{key}= (did you mean {close[0]}=?)" if close else f"{key}=")
-    raise UserError(f"{owner} got unknown argument(s) {', '.join(parts)}. Known: {', '.join(names)}.{hint}")
+    known_text = f" Known: {', '.join(names)}." if names else ""  # a Chain takes none: no empty "Known: ."
+    raise UserError(f"{owner} got unknown argument(s) {', '.join(parts)}.{known_text}{hint}")
 
 
 def merge_run_config(ours: RunnableConfig, config: RunnableConfig | None) -> RunnableConfig:
@@ -124,8 +125,7 @@ def merge_run_config(ours: RunnableConfig, config: RunnableConfig | None) -> Run
     """
     if not config:
         return ours
-    if not isinstance(config, Mapping):
-        raise UserError(f"`config` must be a LangChain RunnableConfig mapping, got {config!r}.")
+    check_run_config(config)
     if config.get("recursion_limit") == DEFAULT_RECURSION_LIMIT:
         config = cast("RunnableConfig", {k: v for k, v in config.items() if k != "recursion_limit"})
     merged = merge_configs(ours, config)
@@ -135,14 +135,30 @@ def merge_run_config(ours: RunnableConfig, config: RunnableConfig | None) -> Run
     return merged
 
 
+def check_run_config(config: Any, owner: str = "") -> None:
+    """`UserError` unless ``config`` is a mapping (LangChain's ``RunnableConfig``).
+
+    A str here is usually a thread id passed where ``invoke(input, config=None, **options)`` takes the config.
+    """
+    if isinstance(config, Mapping):
+        return
+    where = f"{owner}: " if owner else ""
+    hint = f" To name the thread, pass `thread_id={config!r}`." if isinstance(config, str) else ""
+    raise UserError(
+        f"{where}`config` must be a LangChain RunnableConfig mapping (e.g. {{'configurable': {{'thread_id': 't-1'}}, "
+        f"'tags': [...]}}), got a {type(config).__name__}.{hint}"
+    )
+
+
 def config_thread_id(thread_id: str | None, config: RunnableConfig | None, *, owner: str = "") -> str | None:
     """``thread_id``, else the one in ``config["configurable"]`` (LangChain's way of naming the thread).
 
     Raises:
         UserError: both name a thread and they differ (which one was meant would be a guess).
     """
-    if not isinstance(config, Mapping):
+    if config is None:
         return thread_id
+    check_run_config(config, owner)
     value = (config.get("configurable") or {}).get("thread_id")
     if value is None:
         return thread_id

@@ -5,7 +5,7 @@ A mixin of `GraphRunner`; it reads ``checkpointer``, ``graph`` and ``_owner`` of
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -53,7 +53,7 @@ class ThreadState:
     def _state_config(self, thread: str | RunnableConfig) -> RunnableConfig:
         if isinstance(thread, str):
             return self._pending_config(thread)
-        thread_id = config_thread_id(None, thread)
+        thread_id = config_thread_id(None, thread) if isinstance(thread, Mapping) else None
         if not thread_id:
             raise UserError(f"{self._owner}.get_state needs a thread: pass its thread_id (a str), got {thread!r}.")
         return merge_run_config(self._pending_config(thread_id), thread)

@@ -31,7 +31,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
 from pydantic import BaseModel
 
-from ai_utils._run.args import reject_unknown
+from ai_utils._run.args import check_run_config, reject_unknown
 from ai_utils._run.runnable import WrapperRunnable, warn_sync_in_loop
 from ai_utils._structured import (
     StructuredCall,
@@ -351,6 +351,8 @@ class Chain(WrapperRunnable[OutputT]):
 
     def _config(self, config: RunnableConfig | None) -> RunnableConfig | None:
         """``config`` with the chain's own callbacks (its ``tracer_provider``'s handler) added."""
+        if config is not None:
+            check_run_config(config, "Chain")
         if not self._callbacks:
             return config
         return merge_configs(config, {"callbacks": self._callbacks})

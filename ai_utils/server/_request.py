@@ -1,6 +1,6 @@
 """The request half of every route in ``ai_utils.server``: authenticate, read a bounded JSON body, answer errors.
 
-Each endpoint is wrapped by `endpoint`: it runs ``authenticate`` first, refuses other methods with a JSON 405,
+Each endpoint is wrapped by `endpoint`: it runs ``authenticate`` first, then refuses other methods with a JSON 405,
 and turns every exception raised before a response exists into the §5 error object as JSON with a real status
 (`failure_response`), never Starlette's ``text/plain`` 500 and never a traceback or the client's input. These
 pieces are what the LangGraph Server routes reuse.
@@ -187,8 +187,8 @@ def endpoint(
 ) -> Callable[[Request], Awaitable[Response]]:
     """A Starlette endpoint for ``handler(request, actor)``.
 
-    Other methods get a JSON 405, ``authenticate`` runs first, every exception before the response becomes
-    `failure_response`.
+    ``authenticate`` runs first (no actor: 401, whatever the method), then other methods get a JSON 405; every
+    exception before the response becomes `failure_response`.
 
     `route` registers it for every method, so a wrong one gets this JSON 405 (with ``Allow``), not the
     router's plain-text one.
@@ -197,11 +197,13 @@ def endpoint(
 
     async def run(request: Request) -> Response:
         try:
+            # Authentication comes first (SPEC §20: it runs before anything): a caller without credentials
+            # learns nothing about the route, not even which methods it takes.
+            actor = await _authenticate(authenticate, request)
             if request.method not in methods:
                 raise RequestError(
                     405, f"{request.method} is not allowed here; use {allowed}.", headers={"Allow": allowed}
                 )
-            actor = await _authenticate(authenticate, request)
             return await handler(request, actor)
         except Exception as exc:  # the top-level handler: whatever failed, the client gets the JSON error object
             return failure_response(exc)

@@ -101,7 +101,8 @@ class _Sessions:
             session_id = uuid.uuid4().hex
             if not await blocking(self.store, self.owners.claim, session_id, owner):  # pragma: no cover - a new uuid
                 refuse(500, "Could not create a session; try again.")
-            location = f"{self.base}/{session_id}"
+            # root_path: the prefix the routes are mounted under (`Mount("/api", routes=...)`), which the client sees.
+            location = f"{request.scope.get('root_path', '')}{self.base}/{session_id}"
             return JSONResponse({"session_id": session_id}, status_code=201, headers={"Location": location})
         run = parse_body(self.protocol, await read_json(request, self.max_body_bytes), session=True)
         assert run.thread_id is not None

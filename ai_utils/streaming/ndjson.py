@@ -28,6 +28,10 @@ _STREAM_HEADERS = {
     "X-Accel-Buffering": "no",
 }
 
+# Headers that describe the stream; an error before the first line is one JSON object instead, so they go (the AI
+# SDK's header would tell a client the body is a UI message stream).
+_STREAM_ONLY = frozenset({b"content-type", b"x-vercel-ai-ui-message-stream"})
+
 
 async def _in_worker_threads(lines: Generator[bytes, None, None]) -> AsyncIterator[bytes]:
     """Pull a sync stream from worker threads, so the event loop never blocks.
@@ -144,7 +148,7 @@ def _status_from_first_line(send: Send) -> Send:
             first, start = start, None
             body = message.get("body")
             if isinstance(body, ErrorLine):
-                headers = [(k, v) for k, v in first["headers"] if k.lower() != b"content-type"]
+                headers = [(k, v) for k, v in first["headers"] if k.lower() not in _STREAM_ONLY]
                 first = {**first, "status": body.status, "headers": [*headers, (b"content-type", b"application/json")]}
             await send(first)
         await send(message)

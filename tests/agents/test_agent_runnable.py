@@ -265,6 +265,17 @@ def test_a_thread_id_in_both_the_options_and_the_config_must_agree() -> None:
     assert len(agent.get_state("same").values["messages"]) == 4
 
 
+def test_a_thread_id_passed_where_the_config_goes_is_refused_naming_thread_id() -> None:
+    agent = Agent(llm=FakeChatModel(["ok"]), checkpointer=InMemorySaver())
+
+    with pytest.raises(UserError, match=r"Agent\.invoke: `config` must be a LangChain RunnableConfig") as caught:
+        agent.invoke("hi", "t-1")  # type: ignore[arg-type]  # the second positional is the config
+    assert "pass `thread_id='t-1'`" in str(caught.value)  # not "needs a thread_id": one was given, in the wrong place
+    with pytest.raises(UserError, match=r"Agent\.stream: `config` must be"):
+        list(agent.stream("hi", ["t-1"]))  # type: ignore[arg-type]
+    assert agent.get_state("t-1").values == {}  # nothing ran
+
+
 async def test_an_async_thread_id_conflict_is_refused_too() -> None:
     agent = Agent(llm=FakeChatModel(["ok"]), checkpointer=InMemorySaver())
 
@@ -292,6 +303,34 @@ async def test_a_sync_run_inside_a_running_loop_warns_once_naming_the_async_twin
     assert len(seen) == 1
     with pytest.warns(RuntimeWarning, match=r"Agent\.invoke\(\)") as seen:  # through a pipe too
         assert (PROMPT | agent).invoke({"lang": "en", "question": "q"}) == "ok"
+    assert len(seen) == 1
+
+
+async def test_a_sync_call_through_retry_or_fallbacks_warns_once_for_all_its_attempts() -> None:
+    calls = {"n": 0}
+
+    def flaky(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> str:
+        calls["n"] += 1
+        if calls["n"] < 3:
+            raise ConnectionError("provider unreachable")
+        return "finally"
+
+    def broken(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> str:
+        raise ValueError("model down")
+
+    retrying = Agent(llm=FunctionChatModel(flaky)).with_retry(
+        retry_if_exception_type=(ConnectionError,), stop_after_attempt=3, wait_exponential_jitter=False
+    )
+    with pytest.warns(RuntimeWarning, match=r"Agent\.invoke\(\).*await Agent\.ainvoke") as seen:
+        assert retrying.invoke("hi") == "finally"  # three attempts, one call
+    assert calls["n"] == 3
+    assert len(seen) == 1
+    both = Agent(llm=FunctionChatModel(broken)).with_fallbacks([Agent(llm=FakeChatModel(["from the backup"] * 2))])
+    with pytest.warns(RuntimeWarning, match=r"Agent\.invoke\(\)") as seen:
+        assert both.invoke("hi") == "from the backup"  # two agents tried, one call
+    assert len(seen) == 1
+    with pytest.warns(RuntimeWarning, match=r"Agent\.invoke\(\)") as seen:
+        assert both.invoke("hi") == "from the backup"  # the next call warns again
     assert len(seen) == 1
 
 

@@ -99,5 +99,13 @@ async def test_a_sync_chain_call_inside_a_running_loop_warns_once() -> None:
 
 
 def test_unknown_options_are_refused() -> None:
-    with pytest.raises(UserError, match="unknown argument"):
+    with pytest.raises(UserError, match="unknown argument") as refused:
         Chain(llm=FakeChatModel(["x"])).invoke({"q": "x"}, thread_id="t")
+    assert str(refused.value) == (
+        "Chain.invoke got unknown argument(s) thread_id=. A Chain takes its inputs and a `config` only."
+    )  # a Chain takes no options: no empty "Known: ." list
+
+
+def test_a_config_that_is_no_mapping_is_a_user_error() -> None:
+    with pytest.raises(UserError, match=r"Chain: `config` must be a LangChain RunnableConfig mapping"):
+        Chain(llm=FakeChatModel(["x"])).invoke({"q": "x"}, "t-1")  # type: ignore[arg-type]  # was an AttributeError

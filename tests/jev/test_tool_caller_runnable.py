@@ -61,3 +61,14 @@ async def test_a_sync_call_inside_a_running_loop_warns(jev: FakeJevServer) -> No
         caller.invoke({"question": "up?"})
     assert len(seen) == 1
     assert isinstance(await caller.ainvoke({"question": "up?"}), JevReturn)
+
+
+async def test_a_sync_stream_inside_a_running_loop_warns_once_naming_astream(jev: FakeJevServer) -> None:
+    caller = make(jev)
+
+    with pytest.warns(RuntimeWarning, match=r"JevToolCaller\.stream\(\).*await JevToolCaller\.astream") as seen:
+        answers = list(caller.stream({"question": "up?"}))
+    assert len(seen) == 1
+    assert seen[0].filename == __file__  # points at the caller's line
+    assert [a.value for a in answers if isinstance(a, JevReturn)] == ["up"]
+    assert [a async for a in caller.astream({"question": "up?"})][0].kind == "return"

@@ -110,6 +110,7 @@ NDJSON = [
         "no authenticate= configured", "/open", 401, "Unauthorized", json_body('{"input": "hi"}'), says="authenticate="
     ),
     Bad("a GET", "/agent", 405, "MethodNotAllowed", method="GET", headers=dict(ALICE), says="use POST"),
+    Bad("a GET without credentials", "/agent", 401, "Unauthorized", method="GET", headers={}),  # auth comes first
     Bad(
         "input and decision",
         "/agent",
@@ -162,6 +163,16 @@ PROTOCOLS = [
             '"resume": [{"interruptId": "i-1", "status": "resolved", "payload": {"approved": "yes"}}]}'
         ),
         says="approved",
+    ),
+    Bad(
+        "AI SDK: a model that fails at once",
+        "/vercel",
+        500,
+        "RuntimeError",
+        json_body(
+            '{"id": "c-1", "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "crash"}]}]}'
+        ),
+        says="error id",
     ),
     Bad(
         "AI SDK: no messages",
@@ -281,6 +292,9 @@ SESSIONS = [
         json_body('{"decision": "approve"}'),
     ),
     Bad("a GET on prompt", "/sessions/{alice}/prompt", 405, "MethodNotAllowed", method="GET", headers=dict(ALICE)),
+    Bad(
+        "a GET on prompt without credentials", "/sessions/{alice}/prompt", 401, "Unauthorized", method="GET", headers={}
+    ),
 ]
 
 
@@ -315,6 +329,7 @@ def test_a_bad_request_gets_its_status_and_the_json_error_object(server: tuple[L
 
     assert response.status_code == bad.status, response.text
     assert response.headers["content-type"] == "application/json"
+    assert "x-vercel-ai-ui-message-stream" not in response.headers  # the body is no UI message stream
     error = response.json()
     assert set(error) <= {"kind", "type", "message", "error_id"}
     assert error["kind"] == "error" and error["type"] == bad.type and error["message"]

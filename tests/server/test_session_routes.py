@@ -14,6 +14,8 @@ import httpx
 import pytest
 from conftest import LiveServer
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from ai_utils import Agent, durable_tool, postgres_sessions, session_routes, sqlite_sessions
 from ai_utils.sessions import SessionStore
@@ -165,3 +167,15 @@ def test_owners_are_kept_in_a_postgres_store_too(
             assert http.get(f"/sessions/{body['id']}/stream?cursor=0", headers=ALICE).status_code == 200
     finally:
         store.close()  # type: ignore[attr-defined]
+
+
+def test_the_location_of_a_new_session_keeps_the_prefix_the_routes_are_mounted_under(
+    serve: Callable[[Any], LiveServer], durable: Agent, authenticate: Any
+) -> None:
+    live = serve(Starlette(routes=[Mount("/v1", routes=session_routes(durable, authenticate=authenticate))]))
+    with httpx.Client(base_url=live.base_url, timeout=30) as client:
+        created = client.post("/v1/sessions", headers={**JSON, **ALICE})
+        assert created.status_code == 201
+        location = created.headers["location"]
+        assert location == f"/v1/sessions/{created.json()['session_id']}"
+        assert client.get(f"{location}/stream", headers=ALICE).status_code == 200  # the session is there
