@@ -12,7 +12,7 @@ import uuid
 from typing import Any, NamedTuple
 
 from ai_utils.exceptions import MessageIdInUseError, SessionBusyError, UserError
-from ai_utils.sessions._leases import Leases, returning
+from ai_utils.sessions._leases import Leases, claimable, returning
 from ai_utils.sessions._schema import MAX_STEERS, Cursor, SessionConfig, another_cursor, dumps, loads
 
 __all__ = ["OPEN", "Accepted", "Inputs"]
@@ -22,16 +22,23 @@ OPEN = "('queued', 'running', 'resume')"
 _OPEN_OR_YIELDED = "('queued', 'running', 'resume', 'yielded')"
 
 
-def _continue_yielded(cur: Cursor, session_id: str) -> None:
-    """A yielded turn is continued next (its passed ``yield_at`` dropped); only a yielded turn costs a rewrite."""
+def _continue_yielded(cur: Cursor, session_id: str) -> list[str]:
+    """A yielded turn is continued next (its passed ``yield_at`` dropped); only a yielded turn costs a rewrite.
+
+    Returns:
+        The ids of the turns continued.
+    """
     cur.execute(
         "UPDATE ai_utils_turns SET status = 'resume' WHERE session_id = ? AND status = 'yielded' "
         "RETURNING turn_id, payload",
         (session_id,),
     )
+    continued = []
     for turn_id, payload in cur.fetchall():
         kept = {k: v for k, v in loads(payload).items() if k != "yield_at"}
         cur.execute("UPDATE ai_utils_turns SET payload = ? WHERE turn_id = ?", (dumps(kept), turn_id))
+        continued.append(str(turn_id))
+    return continued
 
 
 # ``taken`` of a steer that joined a running turn (1: a prompt, or steers that became a turn of their own).
@@ -74,6 +81,8 @@ class Accepted(NamedTuple):
     repeated: bool
     last_cursor: int
     seq: int
+    continued: tuple[str, ...] = ()
+    """Earlier turns this prompt has the session continue: a yielded one, or those a dead worker left open."""
 
 
 def check_config(session_id: str, stored: tuple[Any, Any], given: SessionConfig | None) -> None:
@@ -103,7 +112,10 @@ class Inputs(Leases):
         message_id: str | None = None,
         kind: str = "prompt",
     ) -> tuple[Any, ...]:
-        """Lock the session row: ``(agent, lease_token, last_cursor, next_seq, busy, yielded, earlier input)``.
+        """Lock the session row: ``(agent, lease_token, last_cursor, next_seq, busy, yielded, earlier, orphaned)``.
+
+        ``orphaned``: the session has open turns and nobody may be working on them (no lease, an expired one, or its
+        holder died on this host).
 
         The earlier input ``message_id`` names (see `_earlier_input`) is read after the lock, in the same round trip.
         """
@@ -118,8 +130,8 @@ class Inputs(Leases):
         cur.execute(
             "SELECT agent, lease_token, last_cursor, next_seq, model, instructions, "
             f"EXISTS (SELECT 1 FROM ai_utils_turns t WHERE t.session_id = s.session_id AND t.status IN {OPEN}), "
-            "EXISTS (SELECT 1 FROM ai_utils_turns t WHERE t.session_id = s.session_id AND t.status = 'yielded') "
-            "FROM ai_utils_sessions s WHERE session_id = ?" + self.db.for_update,
+            "EXISTS (SELECT 1 FROM ai_utils_turns t WHERE t.session_id = s.session_id AND t.status = 'yielded'), "
+            "lease_owner, lease_until FROM ai_utils_sessions s WHERE session_id = ?" + self.db.for_update,
             (session_id,),
         )
         earlier = None
@@ -138,7 +150,9 @@ class Inputs(Leases):
         seen = None
         if earlier is not None and message_id is not None:
             seen = _earlier_input(earlier.fetchone(), session_id, message_id, kind)
-        return (*row[:4], bool(row[6]), bool(row[7]), seen)
+        busy = bool(row[6])
+        orphaned = busy and claimable(row[8], float(row[9]), time.time())
+        return (*row[:4], busy, bool(row[7]), seen, orphaned)
 
     def session_row(self, session_id: str) -> tuple[str, str | None, str | None] | None:
         """``(agent, model, instructions)`` of a stored session, or ``None`` when it does not exist yet."""
@@ -171,7 +185,7 @@ class Inputs(Leases):
         """
         body = dumps(payload)
         with self.db.write() as cur:
-            _, _, last_cursor, next_seq, busy, yielded, seen = self._session(
+            _, _, last_cursor, next_seq, busy, yielded, seen, orphaned = self._session(
                 cur, session_id, agent, create=True, config=config, message_id=message_id
             )
             if seen is not None and message_id is not None:
@@ -196,8 +210,14 @@ class Inputs(Leases):
                 # Every turn accepted before this one is cancelled: a running one at its worker's next look.
                 cur.execute("UPDATE ai_utils_sessions SET cancel_seq = ? WHERE session_id = ?", (seq - 1, session_id))
                 notify = "control"
+            continued: list[str] = []
+            if orphaned:  # a dead worker's turns: whoever works on the session next continues them
+                cur.execute(
+                    f"SELECT turn_id FROM ai_utils_turns WHERE session_id = ? AND status IN {OPEN}", (session_id,)
+                )
+                continued = [str(r[0]) for r in cur.fetchall()]
             if yielded:  # continued before this prompt (or, cancelled above, it ends at once)
-                _continue_yielded(cur, session_id)
+                continued += _continue_yielded(cur, session_id)
             cur.execute(
                 "UPDATE ai_utils_sessions SET next_seq = ? WHERE session_id = ?" + returning(self.db, notify=notify),
                 (seq, session_id),
@@ -208,7 +228,7 @@ class Inputs(Leases):
                 (session_id, message_id, turn_id, seq),
             )
             _queue_turn(cur, turn_id, session_id, seq, message_id, body)
-        return Accepted(turn_id, message_id, False, int(last_cursor), seq)
+        return Accepted(turn_id, message_id, False, int(last_cursor), seq, tuple(continued))
 
     def resume_yielded(self, session_id: str, agent: str, yield_at: float | None) -> tuple[str, str, int] | None:
         """Continue the session's yielded turn (with a new ``yield_at``).
@@ -242,7 +262,7 @@ class Inputs(Leases):
             ``(message_id, turn_id)``; ``turn_id`` is set when the steer became a turn of its own.
         """
         with self.db.write() as cur:
-            _, _, _, next_seq, open_turns, _, seen = self._session(
+            _, _, _, next_seq, open_turns, _, seen, _ = self._session(
                 cur, session_id, agent, create=True, config=config, message_id=message_id, kind="steer"
             )
             if seen is not None and message_id is not None:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -154,6 +155,68 @@ def test_context_belongs_to_the_session_object_that_was_given_it(store: SessionS
     assert bob.prompt("as bob").result().stop_reason == "end_turn"
     assert seen[:2] == ["alice", None] and seen[-1] == "bob"
     assert "alice" not in seen[2:]
+
+
+def test_a_yielded_turn_continued_by_a_prompt_runs_with_that_objects_context(store: SessionStore) -> None:
+    seen: list[str | None] = []
+
+    @tool
+    def whoami(step: int, runtime: ToolRuntime[Who]) -> str:
+        """Say whose credentials this call runs with."""
+        seen.append(runtime.context.user if runtime.context is not None else None)
+        time.sleep(0.3)  # so a yield_at a little ahead falls between model calls
+        return "noted"
+
+    def reply(messages: list[BaseMessage], tools: list[Any]) -> Any:
+        start = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
+        done = sum(isinstance(m, ToolMessage) for m in messages[start:])
+        return {"tool_calls": [{"name": "whoami", "args": {"step": done + 1}}]} if done < 3 else "done"
+
+    agent = Agent(
+        llm=FunctionChatModel(reply), tools=[durable_tool(whoami, idempotent=True)], sessions=store, context_schema=Who
+    )
+    alice = agent.session("serverless", context=Who("alice"))
+    first = alice.prompt("a long job", yield_at=time.time() + 0.15)
+    assert first.result(timeout=30).stop_reason == "yielded"
+    assert seen == ["alice"]
+    # The next invocation (a new session object, its own credentials) sends the next prompt: the yielded turn
+    # continues first, as when bob.resume() continues it, with bob's context; never alice's, never none.
+    bob = agent.session("serverless", context=Who("bob"))
+    assert bob.prompt("and then").result(timeout=30).stop_reason == "end_turn"
+    assert first.result(timeout=30).stop_reason == "end_turn"
+    assert seen == ["alice", "bob", "bob", "bob", "bob", "bob"]
+    # Without a context the continued turn gets none (alice's never outlives her object's turn).
+    again = alice.prompt("one more", yield_at=time.time() + 0.15)
+    assert again.result(timeout=30).stop_reason == "yielded"
+    del seen[:]
+    assert agent.session("serverless").prompt("last").result(timeout=30).stop_reason == "end_turn"
+    assert "alice" not in seen and None in seen
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda s: s.stream(10**5000), "an int of 16610 bits"),
+        (lambda s: s.astream(-(10**5000)), "an int of 16610 bits"),
+        (lambda s: s.prompt("x", timeout=10**5000), "timeout"),
+        (lambda s: s.prompt("x", yield_at=10**400), "yield_at"),
+        (lambda s: s.resume(yield_at=-(10**400)), "yield_at"),
+        (lambda s: s.steer(10**5000), "non-empty str"),
+        (lambda s: s.prompt("x", message_id="m" * 100_000), r"message_id 'm{50,60}\.\.\. is not valid"),
+        (lambda s: s.prompt("x", on_busy="z" * 100_000), r"on_busy='z{50,60}\.\.\. is not"),
+        (lambda s: s.prompt([{"type": "text", "text": list(range(100_000))}]), r"not a str: \[0, 1, .{0,60}$"),
+    ],
+)
+def test_a_huge_value_from_outside_is_a_short_user_error(store: SessionStore, call: Any, match: str) -> None:
+    # An int past 4,300 digits cannot even be repr()'d (Python's int-to-str limit): still a UserError, and no error
+    # message echoes a megabyte back.
+    agent = Agent(llm=FunctionChatModel(lambda m, t: "ok"), sessions=store)
+    s = agent.session()
+    with pytest.raises(UserError, match=match) as caught:
+        call(s)
+    assert len(str(caught.value)) < 400
+    with pytest.raises(UserError, match="an int of 16610 bits") as caught:
+        agent.session(10**5000)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("bad", ["abc\n", "abc\r\n", "\nabc", "a b", "x" * 129, "", "ümlaut", 7, None])
