@@ -255,18 +255,22 @@ class Inputs(Leases):
 
     def accept_steer(
         self, session_id: str, agent: str, message_id: str | None, text: str, config: SessionConfig | None = None
-    ) -> tuple[str, str | None]:
+    ) -> tuple[str, str | None, list[str]]:
         """Store a steer: queued for the running turn, or (no turn open) as the next turn.
 
+        A yielded turn is continued and the steer joins it, as it would join the turn had it kept running: a steer
+        that became a turn of its own would run on the yielded turn's thread and leave that turn nothing to continue.
+
         Returns:
-            ``(message_id, turn_id)``; ``turn_id`` is set when the steer became a turn of its own.
+            ``(message_id, turn_id, continued)``; ``turn_id`` is set when the steer became a turn of its own,
+            ``continued`` names the yielded turn it continues.
         """
         with self.db.write() as cur:
-            _, _, _, next_seq, open_turns, _, seen, _ = self._session(
+            _, _, _, next_seq, open_turns, yielded, seen, _ = self._session(
                 cur, session_id, agent, create=True, config=config, message_id=message_id, kind="steer"
             )
             if seen is not None and message_id is not None:
-                return message_id, seen[1]
+                return message_id, seen[1], []
             message_id = message_id or uuid.uuid4().hex
             cur.execute("SELECT COUNT(*) " + _WAITING, (session_id,))
             if int(cur.fetchone()[0]) >= MAX_STEERS:
@@ -279,8 +283,9 @@ class Inputs(Leases):
                 "UPDATE ai_utils_sessions SET next_seq = ? WHERE session_id = ?" + returning(self.db, notify="steer"),
                 (seq, session_id),
             )
+            continued = _continue_yielded(cur, session_id) if yielded else []
             turn_id = None
-            if not open_turns:
+            if not open_turns and not continued:
                 turn_id = uuid.uuid4().hex
                 _queue_turn(cur, turn_id, session_id, seq, message_id, dumps({"input": text}))
             cur.execute(
@@ -288,7 +293,7 @@ class Inputs(Leases):
                 "VALUES (?, ?, 'steer', ?, ?, ?, ?)",
                 (session_id, message_id, turn_id, seq, text, 1 if turn_id else 0),
             )
-        return message_id, turn_id
+        return message_id, turn_id, continued
 
     def open_turns(self, session_id: str) -> list[str]:
         """The ids of the session's turns that still have work, oldest first."""

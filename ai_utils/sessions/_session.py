@@ -305,11 +305,14 @@ class Session:
         if message_id is not None:
             check_id(message_id, "message_id")
         text = _redacted(self._agent, text)  # before the first write: the steer's row and its user_message line
-        message_id, turn_id = self._store.accept_steer(self.id, self._name, message_id, text, self._config)
+        message_id, turn_id, continued = self._store.accept_steer(self.id, self._name, message_id, text, self._config)
         self._store.engine.signal.publish(steered(self.id))  # a turn running here looks at its next model call
         if self._context is not None:
-            # A steer that becomes a turn (now, or later from the queue) runs with this object's context.
+            # A steer that becomes a turn (now, or later from the queue) runs with this object's context, and so
+            # does the yielded turn it continues (as when this object's prompt() or resume() continues it).
             self._store.engine.contexts[turn_id or f"steer:{message_id}"] = self._context
+            for continued_id in continued:
+                self._store.engine.contexts.setdefault(continued_id, self._context)
         self._store.engine.kick(self.id, owner=self._name)
         return message_id
 
