@@ -193,6 +193,60 @@ def test_a_yielded_turn_continued_by_a_prompt_runs_with_that_objects_context(sto
     assert "alice" not in seen and None in seen
 
 
+@pytest.mark.parametrize("continuer", ["resume", "steer", "prompt"])
+def test_a_turn_end_stored_late_never_drops_the_context_its_continuer_gave(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch, continuer: str
+) -> None:
+    """The end of a yielded turn is visible (committed) before the worker is back from storing it, as over a slow
+    network: a resume() in that window hands the turn its context, which the finishing worker must not remove."""
+    seen: list[str | None] = []
+
+    @tool
+    def whoami(step: int, runtime: ToolRuntime[Who]) -> str:
+        """Say whose credentials this call runs with."""
+        seen.append(runtime.context.user if runtime.context is not None else None)
+        time.sleep(0.3)
+        return "noted"
+
+    def reply(messages: list[BaseMessage], tools: list[Any]) -> Any:
+        start = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage) and m.text != "go on")
+        done = sum(isinstance(m, ToolMessage) for m in messages[start:])
+        return {"tool_calls": [{"name": "whoami", "args": {"step": done + 1}}]} if done < 2 else "done"
+
+    stored = store.end_turn
+    back = threading.Event()
+
+    def end_turn_slowly(*args: Any, **kwargs: Any) -> bool:
+        given = stored(*args, **kwargs)  # committed: readers see the turn's end now
+        back.wait(5)  # ... and the worker hears back only once the continuer acted
+        return given
+
+    monkeypatch.setattr(store, "end_turn", end_turn_slowly)
+    agent = Agent(
+        llm=FunctionChatModel(reply), tools=[durable_tool(whoami, idempotent=True)], sessions=store, context_schema=Who
+    )
+    first = agent.session("late", context=Who("alice")).prompt("work", yield_at=time.time() + 0.15)
+    assert first.result(timeout=30).stop_reason == "yielded"
+    bob = agent.session("late", context=Who("bob"))
+    if continuer == "resume":
+        bob.resume()
+    elif continuer == "steer":
+        bob.steer("go on")
+    else:
+        bob.prompt("go on")
+    back.set()
+    _wait_idle(store, "late")
+    assert first.result(timeout=30).stop_reason == "end_turn"
+    assert seen[0] == "alice" and seen[1] == "bob", seen
+
+
+def _wait_idle(store: SessionStore, session_id: str) -> None:
+    deadline = time.monotonic() + 30
+    while store.busy(session_id):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
 @pytest.mark.parametrize(
     ("call", "match"),
     [
