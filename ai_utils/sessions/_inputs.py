@@ -41,6 +41,16 @@ def _continue_yielded(cur: Cursor, session_id: str) -> list[str]:
     return continued
 
 
+def _crashed(cur: Cursor, session_id: str) -> list[str]:
+    """The session's turns whose worker started them (status ``running``); with the lease free, it died.
+
+    Only these are continued on behalf of the next caller: a queued turn is merely not claimed yet (maybe by a live
+    worker of this very process a moment from now), and must never get another session object's context.
+    """
+    cur.execute("SELECT turn_id FROM ai_utils_turns WHERE session_id = ? AND status = 'running'", (session_id,))
+    return [str(r[0]) for r in cur.fetchall()]
+
+
 # ``taken`` of a steer that joined a running turn (1: a prompt, or steers that became a turn of their own).
 _JOINED = 2
 # The steers of a session no turn has taken yet.
@@ -82,7 +92,7 @@ class Accepted(NamedTuple):
     last_cursor: int
     seq: int
     continued: tuple[str, ...] = ()
-    """Earlier turns this prompt has the session continue: a yielded one, or those a dead worker left open."""
+    """Earlier turns this prompt has the session continue: a yielded one, or the one a dead worker was running."""
 
 
 def check_config(session_id: str, stored: tuple[Any, Any], given: SessionConfig | None) -> None:
@@ -211,11 +221,8 @@ class Inputs(Leases):
                 cur.execute("UPDATE ai_utils_sessions SET cancel_seq = ? WHERE session_id = ?", (seq - 1, session_id))
                 notify = "control"
             continued: list[str] = []
-            if orphaned:  # a dead worker's turns: whoever works on the session next continues them
-                cur.execute(
-                    f"SELECT turn_id FROM ai_utils_turns WHERE session_id = ? AND status IN {OPEN}", (session_id,)
-                )
-                continued = [str(r[0]) for r in cur.fetchall()]
+            if orphaned:  # the turn a dead worker was running: whoever works on the session next continues it
+                continued = _crashed(cur, session_id)
             if yielded:  # continued before this prompt (or, cancelled above, it ends at once)
                 continued += _continue_yielded(cur, session_id)
             cur.execute(
@@ -303,6 +310,11 @@ class Inputs(Leases):
                 (session_id,),
             )
             return [str(r[0]) for r in cur.fetchall()]
+
+    def crashed_turns(self, session_id: str) -> list[str]:
+        """The ids of the session's turns a worker started (status ``running``): with the lease free, it died."""
+        with self.db.read() as cur:
+            return _crashed(cur, session_id)
 
     def _steers_waiting(self, session_id: str) -> bool:
         with self.db.read() as cur:

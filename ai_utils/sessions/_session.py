@@ -334,8 +334,8 @@ class Session:
         store = self._store
         if store.busy(self.id) and store.lease_free(self.id):
             if self._context is not None:
-                # The recovering caller supplies the context of the turns it continues (SPEC §14b).
-                for turn_id in store.open_turns(self.id):
+                # The caller continuing a crashed turn supplies its context (SPEC §14b); a queued turn gets none.
+                for turn_id in store.crashed_turns(self.id):
                     store.engine.contexts.setdefault(turn_id, self._context)
             store.engine.kick(self.id, owner=self._name, here=here)
 

@@ -193,6 +193,46 @@ def test_a_yielded_turn_continued_by_a_prompt_runs_with_that_objects_context(sto
     assert "alice" not in seen and None in seen
 
 
+@pytest.mark.parametrize("second", ["prompt", "stream"])
+def test_a_queued_turn_not_yet_claimed_never_gets_the_next_callers_context(store: SessionStore, second: str) -> None:
+    seen: list[str | None] = []
+
+    @tool
+    def whoami(note: str, runtime: ToolRuntime[Who]) -> str:
+        """Say whose credentials this call runs with."""
+        seen.append(runtime.context.user if runtime.context is not None else None)
+        return "noted"
+
+    def reply(messages: list[BaseMessage], tools: list[Any]) -> Any:
+        if isinstance(messages[-1], HumanMessage):
+            return {"tool_calls": [{"name": "whoami", "args": {"note": messages[-1].text}}]}
+        return "done"
+
+    agent = Agent(
+        llm=FunctionChatModel(reply), tools=[durable_tool(whoami, idempotent=True)], sessions=store, context_schema=Who
+    )
+    hold, held = threading.Event(), threading.Event()
+
+    async def busy_worker() -> None:  # the worker's loop is busy elsewhere: the turn below waits to be claimed
+        held.set()
+        hold.wait(10)
+
+    store.engine.submit(busy_worker())  # type: ignore[attr-defined]
+    assert held.wait(10)
+    # A webhook's object without context queues a turn; before any worker claims it (no lease yet), bob's object
+    # sends the next prompt (or reads the stream): the queued turn is not a crashed one and must not get bob's.
+    anonymous = agent.session("race").prompt("as nobody")
+    bob = agent.session("race", context=Who("bob"))
+    if second == "prompt":
+        bob.prompt("as bob")
+    else:
+        bob.stream(0)
+    hold.set()
+    _wait_idle(store, "race")
+    assert anonymous.result(timeout=30).stop_reason == "end_turn"
+    assert seen == ([None, "bob"] if second == "prompt" else [None])
+
+
 @pytest.mark.parametrize("continuer", ["resume", "steer", "prompt"])
 def test_a_turn_end_stored_late_never_drops_the_context_its_continuer_gave(
     store: SessionStore, monkeypatch: pytest.MonkeyPatch, continuer: str
