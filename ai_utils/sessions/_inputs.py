@@ -185,13 +185,14 @@ class Inputs(Leases):
         *,
         on_busy: str = "enqueue",
         config: SessionConfig | None = None,
+        turn_id: str | None = None,
     ) -> Accepted:
         """Store a prompt and its queued turn in one transaction.
 
-        ``on_busy`` says what happens to the session's open turns: ``enqueue`` waits behind them, ``reject``
-        raises `SessionBusyError` (nothing stored), ``interrupt`` cancels them, ``rollback`` cancels them and has
-        their messages removed from the thread. A yielded turn is continued first (``enqueue``/``reject``) or
-        ends cancelled (``interrupt``/``rollback``).
+        ``turn_id`` is the new turn's id (a new one when ``None``). ``on_busy`` says what happens to the session's
+        open turns: ``enqueue`` waits behind them, ``reject`` raises `SessionBusyError` (nothing stored),
+        ``interrupt`` cancels them, ``rollback`` cancels them and has their messages removed from the thread. A
+        yielded turn is continued first (``enqueue``/``reject``) or ends cancelled (``interrupt``/``rollback``).
         """
         body = dumps(payload)
         with self.db.write() as cur:
@@ -208,7 +209,7 @@ class Inputs(Leases):
                         session_id=session_id,
                     )
             message_id = message_id or uuid.uuid4().hex
-            turn_id = uuid.uuid4().hex
+            turn_id = turn_id or uuid.uuid4().hex
             seq = int(next_seq) + 1
             notify = ""
             if on_busy in ("interrupt", "rollback"):

@@ -178,16 +178,26 @@ class Session:
                 )
             # A bad answer fails here, before it is stored.
             to_resume(payload.get("decision"), payload.get("decisions"), pending=state.interrupts)
-        accepted: Accepted = store.accept_prompt(
-            self.id, self._name, message_id, payload, on_busy=on_busy, config=self._config
-        )
-        if not accepted.repeated:
+        turn_id = uuid.uuid4().hex
+        if self._context is not None:
+            # Before the turn is stored: a worker of this process may start it the moment it is (one ending the
+            # turn ahead of it reads the next turn in the same transaction).
+            store.engine.contexts[turn_id] = self._context
+        try:
+            accepted: Accepted = store.accept_prompt(
+                self.id, self._name, message_id, payload, on_busy=on_busy, config=self._config, turn_id=turn_id
+            )
+        except BaseException:
+            store.engine.contexts.pop(turn_id, None)
+            raise
+        if accepted.repeated:
+            store.engine.contexts.pop(turn_id, None)
+        else:
             if self._context is not None:
-                store.engine.contexts[accepted.turn_id] = self._context
-                # A turn this prompt continues (a yielded one, or one a dead worker left) runs with the context of
-                # this object, as when stream() or resume() continue it; a live turn keeps its own (or none).
-                for turn_id in accepted.continued:
-                    store.engine.contexts.setdefault(turn_id, self._context)
+                # A turn this prompt continues (a yielded one, or the one a dead worker was running) runs with the
+                # context of this object, as when stream() or resume() continue it; a live turn keeps its own.
+                for earlier in accepted.continued:
+                    store.engine.contexts.setdefault(earlier, self._context)
             if on_busy in ("interrupt", "rollback"):
                 store.engine.cancel(self.id, before=accepted.seq)  # at once when this process runs the turn
         self._agent._sessions_link.events.emit(

@@ -193,6 +193,48 @@ def test_a_yielded_turn_continued_by_a_prompt_runs_with_that_objects_context(sto
     assert "alice" not in seen and None in seen
 
 
+def test_a_turn_started_the_moment_it_is_stored_runs_with_its_objects_context(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[str, str | None]] = []
+    release = threading.Event()
+
+    @tool
+    def whoami(note: str, runtime: ToolRuntime[Who]) -> str:
+        """Say whose credentials this call runs with."""
+        seen.append((note, runtime.context.user if runtime.context is not None else None))
+        if note == "first":
+            release.wait(10)
+        return "noted"
+
+    def reply(messages: list[BaseMessage], tools: list[Any]) -> Any:
+        if isinstance(messages[-1], HumanMessage):
+            return {"tool_calls": [{"name": "whoami", "args": {"note": messages[-1].text}}]}
+        return "done"
+
+    stored = store.accept_prompt
+
+    def accept_then_stall(*args: Any, **kwargs: Any) -> Any:
+        accepted = stored(*args, **kwargs)  # committed: the worker ending the turn ahead reads this one next ...
+        release.set()
+        deadline = time.monotonic() + 5
+        while len(seen) < 2 and time.monotonic() < deadline:  # ... and runs it before prompt() goes on
+            time.sleep(0.01)
+        return accepted
+
+    agent = Agent(
+        llm=FunctionChatModel(reply), tools=[durable_tool(whoami, idempotent=True)], sessions=store, context_schema=Who
+    )
+    first = agent.session("moment").prompt("first")
+    while not seen:
+        time.sleep(0.01)
+    monkeypatch.setattr(store, "accept_prompt", accept_then_stall)
+    second = agent.session("moment", context=Who("bob")).prompt("second")
+    assert first.result(timeout=30).stop_reason == "end_turn"
+    assert second.result(timeout=30).stop_reason == "end_turn"
+    assert seen == [("first", None), ("second", "bob")]
+
+
 @pytest.mark.parametrize("second", ["prompt", "stream"])
 def test_a_queued_turn_not_yet_claimed_never_gets_the_next_callers_context(store: SessionStore, second: str) -> None:
     seen: list[str | None] = []
