@@ -13,7 +13,7 @@ from ai_utils.exceptions import UserError
 from ai_utils.sessions._content import ImageResizer, check_resizer
 from ai_utils.sessions._events import Emitter, check_sink
 from ai_utils.sessions._middleware import DEEP_BUILTINS, SessionMiddleware
-from ai_utils.sessions._schema import MAX_INSTRUCTIONS_BYTES, SessionConfig
+from ai_utils.sessions._schema import MAX_INSTRUCTIONS_BYTES, SessionConfig, shown
 from ai_utils.sessions._session import Session
 from ai_utils.sessions._store import SessionStore
 from ai_utils.tools.durable import declared_idempotent
@@ -111,7 +111,7 @@ class SessionLink:
         if model is not None:
             if not isinstance(model, str) or ":" not in model or not all(model.partition(":")[::2]):
                 raise UserError(
-                    f"session(model=...) must be a 'provider:model' string (as for get_llm), got {model!r}; "
+                    f"session(model=...) must be a 'provider:model' string (as for get_llm), got {shown(model)}; "
                     "e.g. 'openai:gpt-4o-mini'."
                 )
         if instructions is not None:

@@ -12,6 +12,7 @@ format.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import inspect
@@ -21,6 +22,7 @@ from typing import Any, TypeAlias, cast
 from ai_utils._images import sniff
 from ai_utils.exceptions import UserError
 from ai_utils.memory._methods import Flow, Step, twins
+from ai_utils.sessions._schema import shown
 
 __all__ = [
     "MAX_IMAGES",
@@ -44,6 +46,8 @@ ImageResizer: TypeAlias = Callable[[bytes, str], "tuple[bytes, str] | Awaitable[
 stored (downscale, convert)."""
 
 _FIX = "pass PNG, JPEG, GIF or WebP images (give the agent `resize_image=` to downscale or convert them)"
+# The same advice for an image the agent's own resize_image returned (the caller's image was fine to start with).
+_FIX_HOOK = "make resize_image return a PNG, JPEG, GIF or WebP image within the limits"
 
 # One parsed block: ("text", text) or ("image", data, declared mime type, where).
 Parsed: TypeAlias = list[tuple[Any, ...]]
@@ -92,11 +96,13 @@ def _image(block: Mapping[str, Any], where: str) -> tuple[bytes, str]:
 
 def _data_url(block: Mapping[str, Any], where: str) -> tuple[bytes, str]:
     url = block.get("url")
-    if isinstance(url, Mapping):  # OpenAI's {"image_url": {"url": ...}} spelling
+    if url is None:  # OpenAI's spelling: {"type": "image_url", "image_url": {"url": ...}}
+        url = block.get("image_url")
+    if isinstance(url, Mapping):
         url = url.get("url")
     if not isinstance(url, str) or not url[:5].lower() == "data:":
         raise UserError(
-            f"{where} needs `url` as a data URL ('data:image/png;base64,...'), got {str(url)[:40]!r}; a prompt is "
+            f"{where} needs `url` as a data URL ('data:image/png;base64,...'), got {shown(url)}; a prompt is "
             "stored with its images, so download a web image and pass its bytes."
         )
     header, comma, payload = url.partition(",")
@@ -125,7 +131,7 @@ def parse(input: Any) -> str | Parsed:
         if kind == "text":
             text = block.get("text")
             if not isinstance(text, str):
-                raise UserError(f"{where} is a text block whose `text` is not a str: {text!r}.")
+                raise UserError(f"{where} is a text block whose `text` is not a str: {shown(text)}.")
             parsed.append(("text", text))
             continue
         if kind == "image":
@@ -134,7 +140,8 @@ def parse(input: Any) -> str | Parsed:
             data, mime = _data_url(block, where)
         else:
             raise UserError(
-                f"{where} has type {kind!r}; a prompt block is 'text', 'image' or 'image_url' (a dict with `type`)."
+                f"{where} has type {shown(kind)}; a prompt block is 'text', 'image' or 'image_url' "
+                "(a dict with `type`)."
             )
         images += 1
         if images > MAX_IMAGES:
@@ -156,8 +163,12 @@ def _resized(result: Any, where: str) -> tuple[bytes, str]:
     return bytes(result[0]), result[1]
 
 
-def _checked(parsed: Parsed) -> list[dict[str, Any]]:
-    """The stored blocks; `UserError` for an image that is not one or too much data."""
+def _checked(parsed: Parsed, *, hooked: bool = False) -> list[dict[str, Any]]:
+    """The stored blocks; `UserError` for an image that is not one or too much data.
+
+    ``hooked``: the images are what the agent's ``resize_image`` returned, so the advice is about the hook.
+    """
+    fix = _FIX_HOOK if hooked else _FIX
     stored: list[dict[str, Any]] = []
     total = 0
     for item in parsed:
@@ -165,16 +176,21 @@ def _checked(parsed: Parsed) -> list[dict[str, Any]]:
             stored.append({"type": "text", "text": item[1]})
             continue
         _, data, mime, where = item
+        if hooked:
+            where = f"{where} as resize_image returned it"
         found = sniff(data)
         if found is None:
-            raise UserError(f"{where} is not a PNG, JPEG, GIF or WebP image (it starts with {data[:8]!r}); {_FIX}.")
+            raise UserError(f"{where} is not a PNG, JPEG, GIF or WebP image (it starts with {data[:8]!r}); {fix}.")
         if mime.lower() != found:
-            raise UserError(f"{where} says mime_type {mime!r} but its bytes are {found}; pass mime_type={found!r}.")
+            to = "return" if hooked else "pass"
+            raise UserError(
+                f"{where} says mime_type {shown(mime)} but its bytes are {found}; {to} mime_type={found!r}."
+            )
         if len(data) > MAX_IMAGE_BYTES:
-            raise UserError(f"{where} is {_mib(len(data))}; an image may have at most 3.75 MiB, so {_FIX}.")
+            raise UserError(f"{where} is {_mib(len(data))}; an image may have at most 3.75 MiB, so {fix}.")
         total += len(data)
         if total > MAX_IMAGES_BYTES:
-            raise UserError(f"The prompt's images have more than 6 MiB together ({_mib(total)} so far); {_FIX}.")
+            raise UserError(f"The prompt's images have more than 6 MiB together ({_mib(total)} so far); {fix}.")
         stored.append({"type": "image", "data": base64.b64encode(data).decode("ascii"), "mime_type": found})
     return stored
 
@@ -184,7 +200,17 @@ def _resize_sync(fn: ImageResizer, data: bytes, mime: str) -> Any:
     if inspect.isawaitable(result):
         from ai_utils._utils import run_sync
 
-        return run_sync(_awaited(result), what="prompt() with an async resize_image")
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return run_sync(_awaited(result), what="prompt() with an async resize_image")
+        close = getattr(result, "close", None)
+        if callable(close):
+            close()  # never awaited: closed, so Python does not warn about it later
+        raise UserError(
+            "prompt() cannot await the agent's async resize_image inside a running event loop (Jupyter, FastAPI, "
+            "async code); use `await session.aprompt(...)` there."
+        )
     return result
 
 
@@ -215,7 +241,7 @@ def prepare(input: Any, resize: ImageResizer | None) -> Flow[Any]:
             if item[0] == "image":
                 result = yield Step(_resize_sync, _resize_async, (resize, item[1], item[2]))
                 parsed[i] = ("image", *_resized(result, item[3]), item[3])
-    return _checked(parsed)
+    return _checked(parsed, hooked=resize is not None)
 
 
 def message_content(stored: Any) -> str | list[str | dict[str, Any]]:

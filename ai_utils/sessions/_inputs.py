@@ -12,7 +12,7 @@ import uuid
 from typing import Any, NamedTuple
 
 from ai_utils.exceptions import MessageIdInUseError, SessionBusyError, UserError
-from ai_utils.sessions._leases import Leases, returning
+from ai_utils.sessions._leases import Leases, claimable, returning
 from ai_utils.sessions._schema import MAX_STEERS, Cursor, SessionConfig, another_cursor, dumps, loads
 
 __all__ = ["OPEN", "Accepted", "Inputs"]
@@ -22,16 +22,33 @@ OPEN = "('queued', 'running', 'resume')"
 _OPEN_OR_YIELDED = "('queued', 'running', 'resume', 'yielded')"
 
 
-def _continue_yielded(cur: Cursor, session_id: str) -> None:
-    """A yielded turn is continued next (its passed ``yield_at`` dropped); only a yielded turn costs a rewrite."""
+def _continue_yielded(cur: Cursor, session_id: str) -> list[str]:
+    """A yielded turn is continued next (its passed ``yield_at`` dropped); only a yielded turn costs a rewrite.
+
+    Returns:
+        The ids of the turns continued.
+    """
     cur.execute(
         "UPDATE ai_utils_turns SET status = 'resume' WHERE session_id = ? AND status = 'yielded' "
         "RETURNING turn_id, payload",
         (session_id,),
     )
+    continued = []
     for turn_id, payload in cur.fetchall():
         kept = {k: v for k, v in loads(payload).items() if k != "yield_at"}
         cur.execute("UPDATE ai_utils_turns SET payload = ? WHERE turn_id = ?", (dumps(kept), turn_id))
+        continued.append(str(turn_id))
+    return continued
+
+
+def _crashed(cur: Cursor, session_id: str) -> list[str]:
+    """The session's turns whose worker started them (status ``running``); with the lease free, it died.
+
+    Only these are continued on behalf of the next caller: a queued turn is merely not claimed yet (maybe by a live
+    worker of this very process a moment from now), and must never get another session object's context.
+    """
+    cur.execute("SELECT turn_id FROM ai_utils_turns WHERE session_id = ? AND status = 'running'", (session_id,))
+    return [str(r[0]) for r in cur.fetchall()]
 
 
 # ``taken`` of a steer that joined a running turn (1: a prompt, or steers that became a turn of their own).
@@ -74,6 +91,8 @@ class Accepted(NamedTuple):
     repeated: bool
     last_cursor: int
     seq: int
+    continued: tuple[str, ...] = ()
+    """Earlier turns this prompt has the session continue: a yielded one, or the one a dead worker was running."""
 
 
 def check_config(session_id: str, stored: tuple[Any, Any], given: SessionConfig | None) -> None:
@@ -103,7 +122,10 @@ class Inputs(Leases):
         message_id: str | None = None,
         kind: str = "prompt",
     ) -> tuple[Any, ...]:
-        """Lock the session row: ``(agent, lease_token, last_cursor, next_seq, busy, yielded, earlier input)``.
+        """Lock the session row: ``(agent, lease_token, last_cursor, next_seq, busy, yielded, earlier, orphaned)``.
+
+        ``orphaned``: the session has open turns and nobody may be working on them (no lease, an expired one, or its
+        holder died on this host).
 
         The earlier input ``message_id`` names (see `_earlier_input`) is read after the lock, in the same round trip.
         """
@@ -118,8 +140,8 @@ class Inputs(Leases):
         cur.execute(
             "SELECT agent, lease_token, last_cursor, next_seq, model, instructions, "
             f"EXISTS (SELECT 1 FROM ai_utils_turns t WHERE t.session_id = s.session_id AND t.status IN {OPEN}), "
-            "EXISTS (SELECT 1 FROM ai_utils_turns t WHERE t.session_id = s.session_id AND t.status = 'yielded') "
-            "FROM ai_utils_sessions s WHERE session_id = ?" + self.db.for_update,
+            "EXISTS (SELECT 1 FROM ai_utils_turns t WHERE t.session_id = s.session_id AND t.status = 'yielded'), "
+            "lease_owner, lease_until FROM ai_utils_sessions s WHERE session_id = ?" + self.db.for_update,
             (session_id,),
         )
         earlier = None
@@ -138,7 +160,9 @@ class Inputs(Leases):
         seen = None
         if earlier is not None and message_id is not None:
             seen = _earlier_input(earlier.fetchone(), session_id, message_id, kind)
-        return (*row[:4], bool(row[6]), bool(row[7]), seen)
+        busy = bool(row[6])
+        orphaned = busy and claimable(row[8], float(row[9]), time.time())
+        return (*row[:4], busy, bool(row[7]), seen, orphaned)
 
     def session_row(self, session_id: str) -> tuple[str, str | None, str | None] | None:
         """``(agent, model, instructions)`` of a stored session, or ``None`` when it does not exist yet."""
@@ -161,17 +185,18 @@ class Inputs(Leases):
         *,
         on_busy: str = "enqueue",
         config: SessionConfig | None = None,
+        turn_id: str | None = None,
     ) -> Accepted:
         """Store a prompt and its queued turn in one transaction.
 
-        ``on_busy`` says what happens to the session's open turns: ``enqueue`` waits behind them, ``reject``
-        raises `SessionBusyError` (nothing stored), ``interrupt`` cancels them, ``rollback`` cancels them and has
-        their messages removed from the thread. A yielded turn is continued first (``enqueue``/``reject``) or
-        ends cancelled (``interrupt``/``rollback``).
+        ``turn_id`` is the new turn's id (a new one when ``None``). ``on_busy`` says what happens to the session's
+        open turns: ``enqueue`` waits behind them, ``reject`` raises `SessionBusyError` (nothing stored),
+        ``interrupt`` cancels them, ``rollback`` cancels them and has their messages removed from the thread. A
+        yielded turn is continued first (``enqueue``/``reject``) or ends cancelled (``interrupt``/``rollback``).
         """
         body = dumps(payload)
         with self.db.write() as cur:
-            _, _, last_cursor, next_seq, busy, yielded, seen = self._session(
+            _, _, last_cursor, next_seq, busy, yielded, seen, orphaned = self._session(
                 cur, session_id, agent, create=True, config=config, message_id=message_id
             )
             if seen is not None and message_id is not None:
@@ -184,7 +209,7 @@ class Inputs(Leases):
                         session_id=session_id,
                     )
             message_id = message_id or uuid.uuid4().hex
-            turn_id = uuid.uuid4().hex
+            turn_id = turn_id or uuid.uuid4().hex
             seq = int(next_seq) + 1
             notify = ""
             if on_busy in ("interrupt", "rollback"):
@@ -196,8 +221,11 @@ class Inputs(Leases):
                 # Every turn accepted before this one is cancelled: a running one at its worker's next look.
                 cur.execute("UPDATE ai_utils_sessions SET cancel_seq = ? WHERE session_id = ?", (seq - 1, session_id))
                 notify = "control"
+            continued: list[str] = []
+            if orphaned:  # the turn a dead worker was running: whoever works on the session next continues it
+                continued = _crashed(cur, session_id)
             if yielded:  # continued before this prompt (or, cancelled above, it ends at once)
-                _continue_yielded(cur, session_id)
+                continued += _continue_yielded(cur, session_id)
             cur.execute(
                 "UPDATE ai_utils_sessions SET next_seq = ? WHERE session_id = ?" + returning(self.db, notify=notify),
                 (seq, session_id),
@@ -208,7 +236,7 @@ class Inputs(Leases):
                 (session_id, message_id, turn_id, seq),
             )
             _queue_turn(cur, turn_id, session_id, seq, message_id, body)
-        return Accepted(turn_id, message_id, False, int(last_cursor), seq)
+        return Accepted(turn_id, message_id, False, int(last_cursor), seq, tuple(continued))
 
     def resume_yielded(self, session_id: str, agent: str, yield_at: float | None) -> tuple[str, str, int] | None:
         """Continue the session's yielded turn (with a new ``yield_at``).
@@ -235,18 +263,22 @@ class Inputs(Leases):
 
     def accept_steer(
         self, session_id: str, agent: str, message_id: str | None, text: str, config: SessionConfig | None = None
-    ) -> tuple[str, str | None]:
+    ) -> tuple[str, str | None, list[str]]:
         """Store a steer: queued for the running turn, or (no turn open) as the next turn.
 
+        A yielded turn is continued and the steer joins it, as it would join the turn had it kept running: a steer
+        that became a turn of its own would run on the yielded turn's thread and leave that turn nothing to continue.
+
         Returns:
-            ``(message_id, turn_id)``; ``turn_id`` is set when the steer became a turn of its own.
+            ``(message_id, turn_id, continued)``; ``turn_id`` is set when the steer became a turn of its own,
+            ``continued`` names the yielded turn it continues.
         """
         with self.db.write() as cur:
-            _, _, _, next_seq, open_turns, _, seen = self._session(
+            _, _, _, next_seq, open_turns, yielded, seen, _ = self._session(
                 cur, session_id, agent, create=True, config=config, message_id=message_id, kind="steer"
             )
             if seen is not None and message_id is not None:
-                return message_id, seen[1]
+                return message_id, seen[1], []
             message_id = message_id or uuid.uuid4().hex
             cur.execute("SELECT COUNT(*) " + _WAITING, (session_id,))
             if int(cur.fetchone()[0]) >= MAX_STEERS:
@@ -259,8 +291,9 @@ class Inputs(Leases):
                 "UPDATE ai_utils_sessions SET next_seq = ? WHERE session_id = ?" + returning(self.db, notify="steer"),
                 (seq, session_id),
             )
+            continued = _continue_yielded(cur, session_id) if yielded else []
             turn_id = None
-            if not open_turns:
+            if not open_turns and not continued:
                 turn_id = uuid.uuid4().hex
                 _queue_turn(cur, turn_id, session_id, seq, message_id, dumps({"input": text}))
             cur.execute(
@@ -268,7 +301,7 @@ class Inputs(Leases):
                 "VALUES (?, ?, 'steer', ?, ?, ?, ?)",
                 (session_id, message_id, turn_id, seq, text, 1 if turn_id else 0),
             )
-        return message_id, turn_id
+        return message_id, turn_id, continued
 
     def open_turns(self, session_id: str) -> list[str]:
         """The ids of the session's turns that still have work, oldest first."""
@@ -278,6 +311,11 @@ class Inputs(Leases):
                 (session_id,),
             )
             return [str(r[0]) for r in cur.fetchall()]
+
+    def crashed_turns(self, session_id: str) -> list[str]:
+        """The ids of the session's turns a worker started (status ``running``): with the lease free, it died."""
+        with self.db.read() as cur:
+            return _crashed(cur, session_id)
 
     def _steers_waiting(self, session_id: str) -> bool:
         with self.db.read() as cur:

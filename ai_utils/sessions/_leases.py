@@ -18,7 +18,7 @@ from ai_utils.exceptions import SessionFencedError
 from ai_utils.sessions._holder import Holder, host_id
 from ai_utils.sessions._schema import Cursor, Db, another_cursor, commit_early
 
-__all__ = ["Held", "Leases", "Orphans", "returning"]
+__all__ = ["Held", "Leases", "Orphans", "claimable", "returning"]
 
 _OPEN = "('queued', 'running', 'resume')"
 T = TypeVar("T")
@@ -252,7 +252,7 @@ class Leases:
         with self.db.read() as cur:
             cur.execute("SELECT lease_owner, lease_until FROM ai_utils_sessions WHERE session_id = ?", (session_id,))
             row = cur.fetchone()
-        return row is None or _claimable(row[0], float(row[1]), time.time())
+        return row is None or claimable(row[0], float(row[1]), time.time())
 
     def orphans(self, agent: str) -> Orphans:
         """Sessions of ``agent`` with open turns whose worker is gone, and those another host still holds."""
@@ -267,7 +267,7 @@ class Leases:
         free: list[str] = []
         elsewhere: dict[str, float] = {}
         for session_id, owner, until in rows:
-            if _claimable(owner, float(until), now):
+            if claimable(owner, float(until), now):
                 free.append(str(session_id))
                 continue
             holder = Holder.parse(owner)
@@ -292,7 +292,8 @@ def _fenced_error(session_id: str, token: int) -> SessionFencedError:
     )
 
 
-def _claimable(owner: object, until: float, now: float) -> bool:
+def claimable(owner: object, until: float, now: float) -> bool:
+    """Whether a lease ``(owner, until)`` may be taken at ``now``: free, expired, or its holder died on this host."""
     if owner is None or until < now:
         return True
     holder = Holder.parse(owner)

@@ -33,6 +33,7 @@ __all__ = [
     "dumps",
     "loads",
     "session_config",
+    "shown",
     "turn_row",
 ]
 
@@ -283,11 +284,29 @@ def session_config(model: Any, instructions: Any, fingerprint: Any) -> SessionCo
     return SessionConfig(model, instructions, None if fingerprint is None else loads(fingerprint))
 
 
+_SHOWN = 60
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` cut to a few dozen characters, for an error message about a value from outside.
+
+    Bounded (a 1 MB id is not echoed back), and never raising: ``repr`` of an int past 4,300 digits raises
+    `ValueError` (Python's int-to-str limit), so a huge int is described by its size instead.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an int of {value.bit_length()} bits"
+    try:
+        text = repr(value)
+    except Exception:  # a caller's object whose __repr__ fails: the error is about the value, not its repr
+        return f"a {type(value).__name__}"
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
 def check_id(value: Any, what: str) -> str:
     """``value`` if it is a valid id (1-128 letters, digits, ``.``, ``_``, ``-``), else `UserError`."""
     if not isinstance(value, str) or _ID.fullmatch(value) is None:
         raise UserError(
-            f"{what} {value!r} is not valid: use 1-128 letters, digits, '.', '_' or '-' (e.g. 'order-42'), "
+            f"{what} {shown(value)} is not valid: use 1-128 letters, digits, '.', '_' or '-' (e.g. 'order-42'), "
             f"or leave it out to get a generated one."
         )
     return value
@@ -298,6 +317,6 @@ def check_cursor(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_CURSOR:
         raise UserError(
             f"{what} needs a cursor: an int from 0 to 2**63 - 1 (the last cursor you read, 0 for the start), "
-            f"got {value!r}. Pass the `cursor` of the last line you received."
+            f"got {shown(value)}. Pass the `cursor` of the last line you received."
         )
     return value

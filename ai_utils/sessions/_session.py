@@ -23,7 +23,7 @@ from ai_utils.memory._methods import Flow, Step, aiterate, iterate, twins
 from ai_utils.sessions._content import prepare
 from ai_utils.sessions._engine import steered
 from ai_utils.sessions._inputs import Accepted, check_config
-from ai_utils.sessions._schema import MAX_STEER_BYTES, SessionConfig, check_cursor, check_id, loads
+from ai_utils.sessions._schema import MAX_STEER_BYTES, SessionConfig, check_cursor, check_id, loads, shown
 from ai_utils.sessions._store import SessionStore
 from ai_utils.sessions._turn import StopReason, Turn, TurnResult
 from ai_utils.streaming._decisions import to_resume
@@ -43,25 +43,38 @@ def _check_input(input: Any, decision: Any, decisions: Any) -> None:
         raise UserError("prompt(): nothing to send. Pass `input` (a message) or `decision=` for a waiting approval.")
 
 
+def _finite(value: Any) -> float | None:
+    """``value`` as a finite float, or ``None`` when it is not a real number (an int too large for a float too)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _seconds(value: Any, what: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise UserError(f"{what} must be a positive number of seconds, got {value!r}; e.g. {what}=30.")
-    return float(value)
+    number = _finite(value)
+    if number is None or number <= 0:
+        raise UserError(f"{what} must be a positive number of seconds, got {shown(value)}; e.g. {what}=30.")
+    return number
 
 
 def _yield_at(value: Any) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise UserError(f"yield_at must be a unix time in seconds (e.g. time.time() + 50), got {value!r}.")
-    if value <= time.time():
+    at = _finite(value)
+    if at is None:
+        raise UserError(f"yield_at must be a unix time in seconds (e.g. time.time() + 50), got {shown(value)}.")
+    if at <= time.time():
         raise UserError(
-            f"yield_at={value!r} is in the past (now is {time.time():.3f}); pass a later unix time, "
+            f"yield_at={at!r} is in the past (now is {time.time():.3f}); pass a later unix time, "
             "e.g. time.time() + 50 for a function with a 60 s limit."
         )
-    return float(value)
+    return at
 
 
 def _redacted(agent: Any, input: Any) -> Any:
@@ -88,7 +101,7 @@ def _redacted(agent: Any, input: Any) -> Any:
 def _on_busy(value: Any) -> str:
     if value not in get_args(OnBusy):
         raise UserError(
-            f"on_busy={value!r} is not a strategy; use 'enqueue' (wait behind the running turn), 'reject', "
+            f"on_busy={shown(value)} is not a strategy; use 'enqueue' (wait behind the running turn), 'reject', "
             "'interrupt' or 'rollback'."
         )
     return str(value)
@@ -165,12 +178,26 @@ class Session:
                 )
             # A bad answer fails here, before it is stored.
             to_resume(payload.get("decision"), payload.get("decisions"), pending=state.interrupts)
-        accepted: Accepted = store.accept_prompt(
-            self.id, self._name, message_id, payload, on_busy=on_busy, config=self._config
-        )
-        if not accepted.repeated:
+        turn_id = uuid.uuid4().hex
+        if self._context is not None:
+            # Before the turn is stored: a worker of this process may start it the moment it is (one ending the
+            # turn ahead of it reads the next turn in the same transaction).
+            store.engine.contexts[turn_id] = self._context
+        try:
+            accepted: Accepted = store.accept_prompt(
+                self.id, self._name, message_id, payload, on_busy=on_busy, config=self._config, turn_id=turn_id
+            )
+        except BaseException:
+            store.engine.contexts.pop(turn_id, None)
+            raise
+        if accepted.repeated:
+            store.engine.contexts.pop(turn_id, None)
+        else:
             if self._context is not None:
-                store.engine.contexts[accepted.turn_id] = self._context
+                # A turn this prompt continues (a yielded one, or the one a dead worker was running) runs with the
+                # context of this object, as when stream() or resume() continue it; a live turn keeps its own.
+                for earlier in accepted.continued:
+                    store.engine.contexts.setdefault(earlier, self._context)
             if on_busy in ("interrupt", "rollback"):
                 store.engine.cancel(self.id, before=accepted.seq)  # at once when this process runs the turn
         self._agent._sessions_link.events.emit(
@@ -281,18 +308,21 @@ class Session:
             MessageIdInUseError: ``message_id`` already names a prompt.
         """
         if not isinstance(text, str) or not text.strip():
-            raise UserError(f"steer(text) needs a non-empty str, got {text!r}.")
+            raise UserError(f"steer(text) needs a non-empty str, got {shown(text)}.")
         size = len(text.encode("utf-8"))
         if size > MAX_STEER_BYTES:
             raise UserError(f"steer(text) is {size} bytes; a steer holds at most 64 KiB ({MAX_STEER_BYTES} bytes).")
         if message_id is not None:
             check_id(message_id, "message_id")
         text = _redacted(self._agent, text)  # before the first write: the steer's row and its user_message line
-        message_id, turn_id = self._store.accept_steer(self.id, self._name, message_id, text, self._config)
+        message_id, turn_id, continued = self._store.accept_steer(self.id, self._name, message_id, text, self._config)
         self._store.engine.signal.publish(steered(self.id))  # a turn running here looks at its next model call
         if self._context is not None:
-            # A steer that becomes a turn (now, or later from the queue) runs with this object's context.
+            # A steer that becomes a turn (now, or later from the queue) runs with this object's context, and so
+            # does the yielded turn it continues (as when this object's prompt() or resume() continues it).
             self._store.engine.contexts[turn_id or f"steer:{message_id}"] = self._context
+            for continued_id in continued:
+                self._store.engine.contexts.setdefault(continued_id, self._context)
         self._store.engine.kick(self.id, owner=self._name)
         return message_id
 
@@ -314,8 +344,8 @@ class Session:
         store = self._store
         if store.busy(self.id) and store.lease_free(self.id):
             if self._context is not None:
-                # The recovering caller supplies the context of the turns it continues (SPEC §14b).
-                for turn_id in store.open_turns(self.id):
+                # The caller continuing a crashed turn supplies its context (SPEC §14b); a queued turn gets none.
+                for turn_id in store.crashed_turns(self.id):
                     store.engine.contexts.setdefault(turn_id, self._context)
             store.engine.kick(self.id, owner=self._name, here=here)
 

@@ -204,6 +204,9 @@ class _TurnRun:
         # The chunks the writer had not stored yet come first, in the same transaction as the end.
         lines = [*self.log.rest(), *(dumps(x) for x in extra), dumps(line), *(dumps(x) for x in after)]
         self.then_version = self.store.steer_version(self.session_id)  # before the read (a later steer bumps it)
+        # Dropped before the end is stored: once it is, a prompt, steer or resume() may continue the turn (a yielded
+        # one) and hand it the context of the object that continued it, which this must not remove.
+        self.engine.contexts.pop(turn.turn_id, None)
         self.released = await self.engine.io(
             functools.partial(self.store.end_turn, status=status, then=self.then),
             self.session_id,
@@ -215,7 +218,6 @@ class _TurnRun:
         )
         self.engine.signal.publish(self.session_id)
         self.engine.signal.publish(turn_ends(self.session_id))
-        self.engine.contexts.pop(turn.turn_id, None)
         self.link.events.emit(
             "turn.ended",
             **self.ids,

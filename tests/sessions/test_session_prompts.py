@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import json
 import sqlite3
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -180,6 +182,51 @@ def test_resize_image_runs_before_storing_and_a_failing_one_stores_nothing(tmp_p
             odd.session().prompt([{"type": "image", "data": RED, "mime_type": "image/png"}])
     finally:
         store.close()  # type: ignore[attr-defined]
+
+
+def test_an_image_url_block_in_openais_spelling_is_taken(store: SessionStore) -> None:
+    model = _seeing()
+    s = Agent(llm=model, sessions=store).session()
+    url = "data:image/png;base64," + base64.b64encode(RED).decode()
+    blocks = [{"type": "text", "text": "and this?"}, {"type": "image_url", "image_url": {"url": url}}]
+    assert s.prompt(blocks).result().output == "saw ['text', 'image']"
+    with pytest.raises(UserError, match=r"input\[0\] needs `url` as a data URL .*got None"):
+        s.prompt([{"type": "image_url"}])
+
+
+def test_an_image_resize_image_returns_badly_is_blamed_on_the_hook(store: SessionStore) -> None:
+    def to_jpeg(data: bytes, mime_type: str) -> tuple[bytes, str]:
+        return JPEG_HEAD + b"\x00" * 16, "image/png"  # says PNG, is JPEG
+
+    def to_huge(data: bytes, mime_type: str) -> tuple[bytes, str]:
+        return png(padding=4 * MIB), "image/png"
+
+    block = {"type": "image", "data": RED, "mime_type": "image/png"}
+    s = Agent(llm=_seeing(), sessions=store, resize_image=to_jpeg, name="jpeg").session()
+    with pytest.raises(UserError, match=r"input\[0\] as resize_image returned it .* return mime_type='image/jpeg'"):
+        s.prompt([block])
+    s = Agent(llm=_seeing(), sessions=store, resize_image=to_huge, name="huge").session()
+    with pytest.raises(UserError, match="as resize_image returned it is 4.00 MiB; .* make resize_image return"):
+        s.prompt([block])
+    assert store.last_cursor(s.id) == 0
+
+
+async def test_a_sync_prompt_with_an_async_resize_image_inside_a_loop_names_aprompt(store: SessionStore) -> None:
+    awaited: list[int] = []
+
+    async def shrink(data: bytes, mime_type: str) -> tuple[bytes, str]:
+        awaited.append(1)
+        return RED, "image/png"
+
+    s = Agent(llm=_seeing(), sessions=store, resize_image=shrink).session()
+    block = {"type": "image", "data": RED, "mime_type": "image/png"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "coroutine 'shrink' was never awaited" left behind
+        with pytest.raises(UserError, match=r"await session\.aprompt"):
+            s.prompt([block])
+        gc.collect()
+    assert not awaited and store.last_cursor(s.id) == 0
+    assert (await (await s.aprompt([block])).aresult()).output == "saw ['image']"
 
 
 async def test_an_async_resize_image_is_awaited_by_aprompt(store: SessionStore) -> None:

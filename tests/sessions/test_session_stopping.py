@@ -126,6 +126,27 @@ def test_the_next_prompt_continues_a_yielded_turn_first(store: SessionStore) -> 
     assert _sound(s.history())
 
 
+def test_a_steer_continues_a_yielded_turn_and_joins_it(store: SessionStore) -> None:
+    calls: list[list[BaseMessage]] = []
+    agent = _tool_loop_agent(store, calls, rounds=2)
+    s = agent.session()
+    first = s.prompt("work", yield_at=time.time() + 0.15)
+    assert first.result(timeout=30).stop_reason == "yielded"
+    steer_id = s.steer("and hurry")
+    # The steer joins the yielded turn (continued, without a resume note) instead of running a turn of its own on
+    # that turn's thread, which left the yielded turn nothing to continue (it ended "unknown").
+    _wait_until(lambda: not store.busy(s.id))
+    assert first.result(timeout=30).stop_reason == "end_turn"
+    lines = [line["chunk"] for line in s.stream(0)]
+    kinds = [c["kind"] for c in lines if isinstance(c, dict) and (is_turn_event(c) or c["kind"] == "user_message")]
+    assert kinds == ["turn_start", "turn_yield", "turn_resume", "user_message", "turn_end"]
+    assert {c["turn_id"] for c in lines if isinstance(c, dict) and is_turn_event(c)} == {first.id}
+    assert next(c for c in lines if isinstance(c, dict) and c["kind"] == "user_message")["id"] == steer_id
+    assert [m.text for m in s.history() if isinstance(m, HumanMessage)] == ["work", "and hurry"]
+    assert not any("[system note]" in m.text for call in calls for m in call)
+    assert _sound(s.history())
+
+
 @pytest.mark.parametrize(
     ("metadata", "stop"),
     [

@@ -417,7 +417,7 @@ def test_a_crash_never_changes_the_turns_mode(backend: str, tmp_path: Path) -> N
 
 
 def test_a_recovered_turn_gets_no_context_unless_its_caller_supplies_one(backend: str, tmp_path: Path) -> None:
-    for continuer in ("recover", "bob"):
+    for continuer in ("recover", "bob", "carol"):
         session = uuid.uuid4().hex
         runs = tmp_path / f"runs-{continuer}.txt"
         crashing = {"crash_marker": str(tmp_path / f"crashed-{continuer}"), "runs_file": str(runs)}
@@ -425,11 +425,13 @@ def test_a_recovered_turn_gets_no_context_unless_its_caller_supplies_one(backend
         assert code == 3
         if continuer == "recover":
             code, out = _run(backend, session, action="recover", **crashing)
-        else:  # a session object with its own context continues the turn (here by reading its stream)
+        elif continuer == "bob":  # a session object with its own context continues the turn (by reading its stream)
             code, out = _run(backend, session, action="stream", context="bob", **crashing)
+        else:  # ... or by sending the next prompt: the crashed turn runs first, with that object's context
+            code, out = _run(backend, session, action="prompt", text="who now?", context="carol", **crashing)
         assert code == 0 and out is not None
-        expected = "nobody" if continuer == "recover" else "bob"
-        assert runs.read_text().splitlines() == ["WHO alice", f"WHO {expected}"]
+        expected = {"recover": ["nobody"], "bob": ["bob"], "carol": ["carol", "carol"]}[continuer]
+        assert runs.read_text().splitlines() == ["WHO alice", *(f"WHO {who}" for who in expected)]
 
 
 def test_a_yielded_turn_is_resumed_by_another_process_without_a_note(backend: str, tmp_path: Path) -> None:
