@@ -89,7 +89,7 @@ class Holder:
         if self.host != host_id():
             return False
         if self.pid == os.getpid():
-            return self.start != _start_of(self.pid)  # our pid, another (earlier) process
+            return self.start != _own_start(self.pid)  # our pid, another (earlier) process
         try:
             os.kill(self.pid, 0)
         except ProcessLookupError:
@@ -108,6 +108,12 @@ def _start_of(pid: int) -> str:
     return stat[1] if stat else ""
 
 
+@functools.lru_cache(maxsize=4)
+def _own_start(pid: int) -> str:
+    """This process's start (keyed by pid: a forked child reads its own); asked on every prompt to a held session."""
+    return _start_of(pid)
+
+
 def this_holder() -> Holder:
     """This process as a lease holder (a new nonce per call: each store object is its own worker)."""
-    return Holder(host_id(), os.getpid(), _start_of(os.getpid()), uuid.uuid4().hex[:8])
+    return Holder(host_id(), os.getpid(), _own_start(os.getpid()), uuid.uuid4().hex[:8])
