@@ -31,10 +31,10 @@ class WorkerLoop(asyncio.SelectorEventLoop):
     ``call_soon_threadsafe`` from the loop's own thread does not write the loop's wake-up socket: the callback is
     already queued and the loop looks at its queue before it waits again. LangGraph's ``astream`` hands every
     chunk (each streamed token) to its consumer through ``call_soon_threadsafe``, so each one cost a ``send`` and
-    later a ``recv`` system call; on a worker whose I/O threads contend for the GIL each call also handed the
-    GIL away (~25% of a durable turn's CPU in a 4-process Postgres run). Only for loops in threads that are not
-    the main thread: there a Python signal handler may call ``call_soon_threadsafe`` while the loop waits, and
-    that needs the wake-up.
+    later a ``recv`` system call, and on a worker whose I/O threads contend for the GIL each system call hands the
+    GIL away (a profile of durable turns on Postgres showed them as the runner thread's costliest calls). Only for
+    loops in threads that are not the main thread: there a Python signal handler may call
+    ``call_soon_threadsafe`` while the loop waits, and that needs the wake-up.
     """
 
     def _write_to_self(self) -> None:
