@@ -180,14 +180,25 @@ async def test_astream_events_over_an_unnamed_agent_names_the_run_after_the_clas
     assert (events[0]["name"], events[-1]["name"]) == ("Agent", "Agent")
 
 
-def test_with_retry_runs_the_turn_again_after_a_failing_model_call() -> None:
-    calls = {"n": 0}
+def _fails_twice(calls: dict[str, int]) -> Any:
+    """A model function whose first two calls fail as an unreachable provider; counts calls in ``calls["n"]``."""
 
     def flaky(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> str:
         calls["n"] += 1
         if calls["n"] < 3:
             raise ConnectionError("provider unreachable")
         return "finally"
+
+    return flaky
+
+
+def _broken(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> str:
+    raise ValueError("model down")
+
+
+def test_with_retry_runs_the_turn_again_after_a_failing_model_call() -> None:
+    calls = {"n": 0}
+    flaky = _fails_twice(calls)
 
     agent = Agent(llm=FunctionChatModel(flaky))
     retrying = agent.with_retry(
@@ -202,10 +213,7 @@ def test_with_retry_runs_the_turn_again_after_a_failing_model_call() -> None:
 
 
 async def test_with_fallbacks_answers_from_the_next_agent_when_the_first_fails() -> None:
-    def broken(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> str:
-        raise ValueError("model down")
-
-    primary = Agent(llm=FunctionChatModel(broken))
+    primary = Agent(llm=FunctionChatModel(_broken))
     backup = Agent(llm=FakeChatModel(["from the backup"] * 2))
     both = primary.with_fallbacks([backup])
 
@@ -308,15 +316,7 @@ async def test_a_sync_run_inside_a_running_loop_warns_once_naming_the_async_twin
 
 async def test_a_sync_call_through_retry_or_fallbacks_warns_once_for_all_its_attempts() -> None:
     calls = {"n": 0}
-
-    def flaky(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> str:
-        calls["n"] += 1
-        if calls["n"] < 3:
-            raise ConnectionError("provider unreachable")
-        return "finally"
-
-    def broken(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> str:
-        raise ValueError("model down")
+    flaky = _fails_twice(calls)
 
     retrying = Agent(llm=FunctionChatModel(flaky)).with_retry(
         retry_if_exception_type=(ConnectionError,), stop_after_attempt=3, wait_exponential_jitter=False
@@ -325,7 +325,7 @@ async def test_a_sync_call_through_retry_or_fallbacks_warns_once_for_all_its_att
         assert retrying.invoke("hi") == "finally"  # three attempts, one call
     assert calls["n"] == 3
     assert len(seen) == 1
-    both = Agent(llm=FunctionChatModel(broken)).with_fallbacks([Agent(llm=FakeChatModel(["from the backup"] * 2))])
+    both = Agent(llm=FunctionChatModel(_broken)).with_fallbacks([Agent(llm=FakeChatModel(["from the backup"] * 2))])
     with pytest.warns(RuntimeWarning, match=r"Agent\.invoke\(\)") as seen:
         assert both.invoke("hi") == "from the backup"  # two agents tried, one call
     assert len(seen) == 1

@@ -128,23 +128,33 @@ class Who:
     user: str
 
 
-def test_context_belongs_to_the_session_object_that_was_given_it(store: SessionStore) -> None:
-    seen: list[str | None] = []
+def _note_each_prompt(messages: list[BaseMessage], tools: list[Any]) -> Any:
+    """Call ``whoami`` once per prompt, with the prompt's text as its note."""
+    if isinstance(messages[-1], HumanMessage):
+        return {"tool_calls": [{"name": "whoami", "args": {"note": messages[-1].text}}]}
+    return "done"
 
+
+def _recording_whoami(seen: list[str | None]) -> Any:
     @tool
     def whoami(note: str, runtime: ToolRuntime[Who]) -> str:
         """Say whose credentials this call runs with."""
         seen.append(runtime.context.user if runtime.context is not None else None)
         return "noted"
 
-    def reply(messages: list[BaseMessage], tools: list[Any]) -> Any:
-        if isinstance(messages[-1], HumanMessage):
-            return {"tool_calls": [{"name": "whoami", "args": {"note": messages[-1].text}}]}
-        return "done"
+    return whoami
 
-    agent = Agent(
+
+def _who_agent(store: SessionStore, whoami: Any, reply: Any = _note_each_prompt) -> Agent[Any]:
+    """An agent on ``store`` whose one durable tool ``whoami`` records the context each call runs with."""
+    return Agent(
         llm=FunctionChatModel(reply), tools=[durable_tool(whoami, idempotent=True)], sessions=store, context_schema=Who
     )
+
+
+def test_context_belongs_to_the_session_object_that_was_given_it(store: SessionStore) -> None:
+    seen: list[str | None] = []
+    agent = _who_agent(store, _recording_whoami(seen))
     alice = agent.session("shared", context=Who("alice"))
     assert alice.prompt("as alice").result().stop_reason == "end_turn"
     # The attack: another handler (a webhook) opens the same session without credentials.
@@ -172,9 +182,7 @@ def test_a_yielded_turn_continued_by_a_prompt_runs_with_that_objects_context(sto
         done = sum(isinstance(m, ToolMessage) for m in messages[start:])
         return {"tool_calls": [{"name": "whoami", "args": {"step": done + 1}}]} if done < 3 else "done"
 
-    agent = Agent(
-        llm=FunctionChatModel(reply), tools=[durable_tool(whoami, idempotent=True)], sessions=store, context_schema=Who
-    )
+    agent = _who_agent(store, whoami, reply)
     alice = agent.session("serverless", context=Who("alice"))
     first = alice.prompt("a long job", yield_at=time.time() + 0.15)
     assert first.result(timeout=30).stop_reason == "yielded"
@@ -207,11 +215,6 @@ def test_a_turn_started_the_moment_it_is_stored_runs_with_its_objects_context(
             release.wait(10)
         return "noted"
 
-    def reply(messages: list[BaseMessage], tools: list[Any]) -> Any:
-        if isinstance(messages[-1], HumanMessage):
-            return {"tool_calls": [{"name": "whoami", "args": {"note": messages[-1].text}}]}
-        return "done"
-
     stored = store.accept_prompt
 
     def accept_then_stall(*args: Any, **kwargs: Any) -> Any:
@@ -222,9 +225,7 @@ def test_a_turn_started_the_moment_it_is_stored_runs_with_its_objects_context(
             time.sleep(0.01)
         return accepted
 
-    agent = Agent(
-        llm=FunctionChatModel(reply), tools=[durable_tool(whoami, idempotent=True)], sessions=store, context_schema=Who
-    )
+    agent = _who_agent(store, whoami)
     first = agent.session("moment").prompt("first")
     while not seen:
         time.sleep(0.01)
@@ -238,21 +239,7 @@ def test_a_turn_started_the_moment_it_is_stored_runs_with_its_objects_context(
 @pytest.mark.parametrize("second", ["prompt", "stream"])
 def test_a_queued_turn_not_yet_claimed_never_gets_the_next_callers_context(store: SessionStore, second: str) -> None:
     seen: list[str | None] = []
-
-    @tool
-    def whoami(note: str, runtime: ToolRuntime[Who]) -> str:
-        """Say whose credentials this call runs with."""
-        seen.append(runtime.context.user if runtime.context is not None else None)
-        return "noted"
-
-    def reply(messages: list[BaseMessage], tools: list[Any]) -> Any:
-        if isinstance(messages[-1], HumanMessage):
-            return {"tool_calls": [{"name": "whoami", "args": {"note": messages[-1].text}}]}
-        return "done"
-
-    agent = Agent(
-        llm=FunctionChatModel(reply), tools=[durable_tool(whoami, idempotent=True)], sessions=store, context_schema=Who
-    )
+    agent = _who_agent(store, _recording_whoami(seen))
     hold, held = threading.Event(), threading.Event()
 
     async def busy_worker() -> None:  # the worker's loop is busy elsewhere: the turn below waits to be claimed
@@ -304,9 +291,7 @@ def test_a_turn_end_stored_late_never_drops_the_context_its_continuer_gave(
         return given
 
     monkeypatch.setattr(store, "end_turn", end_turn_slowly)
-    agent = Agent(
-        llm=FunctionChatModel(reply), tools=[durable_tool(whoami, idempotent=True)], sessions=store, context_schema=Who
-    )
+    agent = _who_agent(store, whoami, reply)
     first = agent.session("late", context=Who("alice")).prompt("work", yield_at=time.time() + 0.15)
     assert first.result(timeout=30).stop_reason == "yielded"
     bob = agent.session("late", context=Who("bob"))
