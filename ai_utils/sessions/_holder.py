@@ -16,21 +16,30 @@ from __future__ import annotations
 import functools
 import os
 import socket
+import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 __all__ = ["HOST_ENV", "Holder", "host_id", "this_holder"]
 
 HOST_ENV = "AI_UTILS_HOST_ID"
 _SEP = "|"
+# When a holder of this host was last seen alive (`Holder.dead_here` with ``seen_within``).
+_alive: dict[tuple[int, str], float] = {}
 
 
 def _read(path: str) -> str:
+    # os.open/os.read, not Path.read_text: no TextIOWrapper for a few hundred bytes, read on every wait's wake-up.
     try:
-        return Path(path).read_text().strip()
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return ""
+    try:
+        return os.read(fd, 4096).decode(errors="replace").strip()
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
 
 
 def _stat(pid: int) -> tuple[str, str] | None:
@@ -84,12 +93,32 @@ class Holder:
             return None
         return cls(parts[0], int(parts[1]), parts[2], parts[3])
 
-    def dead_here(self) -> bool:
-        """Whether this holder is a process on this host that no longer runs (a zombie counts as dead)."""
+    def dead_here(self, *, seen_within: float = 0.0) -> bool:
+        """Whether this holder is a process on this host that no longer runs (a zombie counts as dead).
+
+        ``seen_within``: a holder this process saw alive that many seconds ago or less counts as alive without looking
+        again. For a waiter that asks on every wake-up: with hundreds of sessions waiting on a handful of holders,
+        reading ``/proc`` each time cost a tenth of a busy worker's runner thread.
+        """
         if self.host != host_id():
             return False
         if self.pid == os.getpid():
             return self.start != _own_start(self.pid)  # our pid, another (earlier) process
+        key = (self.pid, self.start)
+        now = time.monotonic()
+        seen = _alive.get(key)
+        if seen is not None and now - seen <= seen_within:
+            return False
+        dead = self._dead_now()
+        if dead:
+            _alive.pop(key, None)
+        else:
+            if len(_alive) > 1024:  # holders come and go: keep only the recent ones
+                _alive.clear()
+            _alive[key] = now
+        return dead
+
+    def _dead_now(self) -> bool:
         try:
             os.kill(self.pid, 0)
         except ProcessLookupError:

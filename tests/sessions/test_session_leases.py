@@ -139,6 +139,21 @@ async def test_arecover_wait_waits_on_the_loop(tmp_path: Path) -> None:
         store.close()  # type: ignore[attr-defined]
 
 
+def test_a_holder_killed_right_after_a_look_is_seen_dead_by_the_next_takeover_check() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        holder = Holder.parse(str(Holder(host_id(), child.pid, "", "live")))
+        assert holder is not None
+        assert not holder.dead_here(seen_within=0.25)  # a waiter's look: remembered for a quarter second
+    finally:
+        child.kill()
+        child.wait()
+    # recover() and a claim look again at once; a waiter trusts its recent look only that long.
+    assert holder.dead_here()
+    time.sleep(0.3)
+    assert holder.dead_here(seen_within=0.25)
+
+
 def test_the_host_identity_can_be_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(HOST_ENV, "rack-7|node-2")
     assert host_id() == "rack-7/node-2" and this_holder().host == "rack-7/node-2"
