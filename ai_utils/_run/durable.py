@@ -52,10 +52,10 @@ class SessionMethods:
 
     _sessions_link: Sessions | None = None
 
-    def _link(self) -> Sessions:
+    def _link(self, method: str = "session") -> Sessions:
         if self._sessions_link is None:
             raise UserError(
-                f"{type(self).__name__}.session() needs durable sessions: create the agent with "
+                f"{type(self).__name__}.{method}() needs durable sessions: create the agent with "
                 "sessions=sqlite_sessions(path) (or memory_sessions())."
             )
         return self._sessions_link
@@ -90,8 +90,8 @@ class SessionMethods:
         another host only once its lease expired — with ``wait=True`` this waits for those leases (a lease that
         is renewed meanwhile belongs to a live worker and is left alone). A continued turn gets no ``context``.
         """
-        return self._link().recover(self, wait=wait)
+        return self._link("recover").recover(self, wait=wait)
 
     async def arecover(self, *, wait: bool = False) -> int:
         """Async twin of `recover` (the continued turns run as tasks on this loop)."""
-        return await self._link().arecover(self, wait=wait)
+        return await self._link("arecover").arecover(self, wait=wait)

@@ -24,7 +24,7 @@ from ai_utils.memory.postgres import PostgresCheckpointSaver
 from ai_utils.sessions._engine import steered
 from ai_utils.sessions._fence import FENCE, FencedWrites, refused
 from ai_utils.sessions._schema import ADDED_COLUMNS, SCHEMA, Cursor, SaverDb
-from ai_utils.sessions._store import SessionStore
+from ai_utils.sessions._store import SessionStore, lease_seconds_of
 
 __all__ = ["PostgresSessions", "postgres_sessions"]
 
@@ -397,6 +397,7 @@ def postgres_sessions(
     Raises:
         UserError: a bad connection string or pool size, or the server cannot be reached.
     """
+    lease_seconds_of(lease_seconds)  # before the pool connects
     saver = _FencedPostgresSaver(conn_string, min_size=min_size, max_size=max_size)
     # Woken by NOTIFY: the polls are only a fallback for a listener that lost its connection.
     store = PostgresSessions(

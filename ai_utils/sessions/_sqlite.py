@@ -19,7 +19,7 @@ from ai_utils.exceptions import UserError
 from ai_utils.memory.sqlite import SqliteCheckpointSaver
 from ai_utils.sessions._fence import FENCE, FencedWrites, check_fence
 from ai_utils.sessions._schema import Cursor, SaverDb
-from ai_utils.sessions._store import SessionStore
+from ai_utils.sessions._store import SessionStore, lease_seconds_of
 
 __all__ = ["memory_sessions", "sqlite_sessions"]
 
@@ -98,6 +98,7 @@ class SqliteSessions(SessionStore):
 
 
 def _open(path: str | os.PathLike[str], lease_seconds: float, kind: str) -> SqliteSessions:
+    lease_seconds_of(lease_seconds)  # before the file is opened
     saver = _FencedSqliteSaver(path)
     store = SqliteSessions(_SqliteDb(saver), saver, lease_seconds=lease_seconds, kind=kind, poll_seconds=0.05)
     saver.leases = store.leases

@@ -11,6 +11,8 @@ writes the same way (see `_sqlite.py`, `_postgres.py`), reading the token from `
 from __future__ import annotations
 
 import dataclasses
+import math
+import reprlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,7 +37,22 @@ from ai_utils.sessions._schema import (
 # Rows per INSERT statement of log lines (4 parameters each: well under SQLite's parameter limit).
 _BATCH = 200
 
-__all__ = ["SessionStore"]
+__all__ = ["SessionStore", "lease_seconds_of"]
+
+
+def lease_seconds_of(value: object) -> float:
+    """``lease_seconds`` as a float; `UserError` unless it is a positive, finite number (checked before connecting)."""
+    lease = math.nan
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            lease = float(value)
+        except OverflowError:  # an int past float range
+            lease = math.inf
+    if not (math.isfinite(lease) and lease > 0):
+        raise UserError(
+            f"lease_seconds must be a positive, finite number of seconds, got {reprlib.repr(value)}; e.g. 30.0."
+        )
+    return lease
 
 
 class SessionStore(Inputs):
@@ -60,11 +77,10 @@ class SessionStore(Inputs):
         poll_seconds: float,
         control_seconds: float = 0.2,
     ) -> None:
-        if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)) or lease_seconds <= 0:
-            raise UserError(f"lease_seconds must be a positive number of seconds, got {lease_seconds!r}; e.g. 30.0.")
+        lease = lease_seconds_of(lease_seconds)
         self.db = db
         self.checkpointer = checkpointer
-        self.lease_seconds = float(lease_seconds)
+        self.lease_seconds = lease
         self.kind = kind
         # How often readers in another process look for new lines, and a running worker for a cancel sent
         # from another process (with NOTIFY both are woken at once and these are only the fallback).

@@ -27,6 +27,7 @@ from ai_utils import (
     UserError,
     durable_tool,
     memory_sessions,
+    postgres_sessions,
     sqlite_sessions,
 )
 from ai_utils.client import is_tool_event, is_turn_event, is_user_message
@@ -342,8 +343,20 @@ def test_bad_input_raises_user_errors_naming_the_value(store: SessionStore) -> N
         MCPServer("crm", url="http://127.0.0.1:9/mcp", idempotent="get_contact")  # type: ignore[arg-type]
     with pytest.raises(UserError, match="sessions="):
         Agent(llm=FakeChatModel(["x"])).session()
+    with pytest.raises(UserError, match=r"Agent\.recover\(\) needs durable sessions.*sessions="):
+        Agent(llm=FakeChatModel(["x"])).recover()
     # MCP tools need no declaration: they count as not idempotent unless the server names them.
     Agent(llm=FakeChatModel(["x"]), sessions=store, mcp_server=MCPServer("crm", url="http://127.0.0.1:9/mcp"))
+
+
+@pytest.mark.parametrize("lease", [float("nan"), float("inf"), 0, -1.0, True, "30", 10**400])
+def test_a_lease_that_is_not_a_positive_finite_number_of_seconds_is_refused(tmp_path: Path, lease: Any) -> None:
+    with pytest.raises(UserError, match="lease_seconds must be a positive, finite number") as raised:
+        sqlite_sessions(tmp_path / "s.db", lease_seconds=lease)
+    assert len(str(raised.value)) < 200  # a huge value is not echoed whole
+    assert not (tmp_path / "s.db").exists()  # refused before the file is opened
+    with pytest.raises(UserError, match="lease_seconds"):  # before the pool connects (nothing listens on port 9)
+        postgres_sessions("postgresql://nobody@127.0.0.1:9/none", lease_seconds=lease)
 
 
 def test_steers_past_64_queued_are_refused(store: SessionStore) -> None:
