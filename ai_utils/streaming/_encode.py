@@ -117,7 +117,7 @@ def error_event(exc: BaseException, *, expose: bool = True, error_id: str | None
     if expose or isinstance(exc, AiUtilsError):
         message = str(exc) or type(exc).__name__
     else:
-        message = f"The server failed while streaming ({type(exc).__name__}); error id {error_id or '-'}."
+        message = f"The server failed ({type(exc).__name__}); error id {error_id or '-'}."
     event: ErrorEvent = {"kind": "error", "type": type(exc).__name__, "message": message}
     if error_id is not None:
         event["error_id"] = error_id
