@@ -269,8 +269,11 @@ def parse_history(body: Mapping[str, Any]) -> tuple[int, str | None, dict[str, A
     if body.get("checkpoint"):
         refuse(400, "This server does not support a history of subgraph checkpoints (`checkpoint`).")
     before = body.get("before")
-    if isinstance(before, Mapping):
-        before = (before.get("configurable") or before).get("checkpoint_id")
+    if isinstance(before, Mapping):  # a checkpoint config (``{"configurable": {...}}``) or the checkpoint itself
+        inner = before.get("configurable") or before
+        if not isinstance(inner, Mapping):
+            refuse(400, "`before` must be a checkpoint id or a checkpoint config ({configurable: {checkpoint_id}}).")
+        before = inner.get("checkpoint_id")
     if before is not None:
         check_id(before, "before")
     return parse_limit(body.get("limit"), 10), before, _object(body, "metadata")

@@ -9,7 +9,7 @@ import time
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -269,6 +269,8 @@ class _Api:
         ids = body.get("ids")
         if not isinstance(wanted, Mapping) or (ids is not None and not isinstance(ids, list)):
             refuse(400, "`metadata` must be an object and `ids` a list of thread ids.")
+        for given in ids or ():
+            check_id(given, "ids")
         rows: list[ThreadRow] = await self.io(self.tables.threads, actor_key(actor), 10_000, 0)
         found = []
         for row in rows:
@@ -457,7 +459,11 @@ class _Api:
 
     async def unsupported(self, request: Request, actor: Actor) -> Response:
         """Any other path under the API's prefixes: a JSON 404 naming what is served."""
-        refuse(404, "This path is not served by this LangGraph API; it serves: " + "; ".join(SUPPORTED) + ".")
+        _unserved()
+
+
+def _unserved() -> NoReturn:
+    refuse(404, "This path is not served by this LangGraph API; it serves: " + "; ".join(SUPPORTED) + ".")
 
 
 def _check(agents: Any, sessions: Any) -> dict[str, Any]:
@@ -577,8 +583,19 @@ def langgraph_api_routes(
 def _route(
     path: str, handler: Handler, methods: tuple[str, ...], authenticate: Authenticate | None, name: str
 ) -> Route:
-    """The house's route (JSON 405, ``authenticate`` first), its errors with the LangGraph API's ``code`` too."""
-    inner = endpoint(handler, methods, authenticate)
+    """The house's route (``authenticate`` first), its errors with the LangGraph API's ``code`` too.
+
+    Another method on a served path is an unserved endpoint, a 404 like any other (not the house's 405): the
+    SDK's ``threads.delete``, ``runs.delete``, ``threads.count`` (``POST /threads/count`` matches
+    ``/threads/{thread_id}``) must raise its ``NotFoundError``.
+    """
+
+    async def served(request: Request, actor: Actor) -> Response:
+        if request.method not in methods:
+            _unserved()
+        return await handler(request, actor)
+
+    inner = endpoint(served, _EVERYTHING, authenticate)
 
     async def run(request: Request) -> Response:
         response = await inner(request)
