@@ -294,7 +294,7 @@ class _Api:
             metadata = body.get("metadata")
             if set(body) - {"metadata"} or not isinstance(metadata, Mapping):
                 refuse(400, 'A thread update takes only {"metadata": {...}}.')
-            await self.io(self.tables.update_metadata, row.thread_id, metadata)
+            await self.io(self.tables.update_metadata, row.thread_id, {**metadata, "owner": actor.user_id})
             row = await self._row(request, actor)
         return JSONResponse(await self._thread_dict(row))
 
