@@ -32,6 +32,7 @@ from ai_utils.server._request import (
 from ai_utils.server._respond import EventStreamResponse
 from ai_utils.server.langgraph import _schema as schema
 from ai_utils.server.langgraph._bodies import (
+    parse_checkpoint,
     parse_history,
     parse_limit,
     parse_run,
@@ -57,6 +58,8 @@ SUPPORTED = (
     "POST /threads/search",
     "GET|PATCH /threads/{thread_id}",
     "GET /threads/{thread_id}/state",
+    "GET /threads/{thread_id}/state/{checkpoint_id}",
+    "POST /threads/{thread_id}/state/checkpoint",
     "POST /threads/{thread_id}/history",
     "GET|POST /threads/{thread_id}/runs",
     "POST /threads/{thread_id}/runs/stream",
@@ -299,30 +302,58 @@ class _Api:
         return JSONResponse(await self._thread_dict(row))
 
     async def thread_state(self, request: Request, actor: Actor) -> Response:
-        """``GET /threads/{id}/state``: the thread's current checkpoint."""
+        """``GET /threads/{id}/state``: the thread's current checkpoint.
+
+        ``GET .../state/{checkpoint_id}`` and ``POST .../state/checkpoint`` (``{"checkpoint": {...}}``, what
+        ``RemoteGraph.get_state`` sends) read one checkpoint of the thread (its head when the checkpoint names none).
+        """
         row = await self._row(request, actor)
+        given = request.path_params.get("checkpoint_id")
+        checkpoint_id = None
+        if request.method == "POST":
+            if given != "checkpoint":
+                _unserved()
+            body = await read_json(request, self.max_body_bytes)
+            if set(body) - {"checkpoint", "subgraphs", "select"}:
+                refuse(400, "Unknown field(s) in the body; a state read takes checkpoint, subgraphs and select.")
+            checkpoint_id = parse_checkpoint(body.get("checkpoint"), row.thread_id)
+        elif given is not None:
+            checkpoint_id = check_id(given, "checkpoint_id")
         thread = self._thread(row)
         if thread is None:
+            if checkpoint_id is not None:
+                refuse(404, f"Thread {row.thread_id!r} has no checkpoint {checkpoint_id!r}.")
             return JSONResponse(schema.thread_state(None, row.thread_id, {}))
-        snapshot = await thread.snapshot()
+        if checkpoint_id is None:
+            snapshot = await thread.snapshot()
+        else:
+            config = {"configurable": {"thread_id": row.thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
+            snapshot = await thread.agent.graph.aget_state(config)
+            if snapshot.created_at is None:
+                refuse(404, f"Thread {row.thread_id!r} has no checkpoint {checkpoint_id!r}.")
         ids, _ = await thread.human_ids()
         return JSONResponse(schema.thread_state(snapshot, row.thread_id, ids))
 
     async def thread_history(self, request: Request, actor: Actor) -> Response:
         """``POST /threads/{id}/history``: the thread's checkpoints, newest first."""
         row = await self._row(request, actor)
-        limit, before, metadata = parse_history(await read_json(request, self.max_body_bytes, required=False))
+        limit, before, start, metadata = parse_history(
+            await read_json(request, self.max_body_bytes, required=False), row.thread_id
+        )
         thread = self._thread(row)
         if thread is None:
             return JSONResponse([])
         before_config = (
             None if before is None else {"configurable": {"thread_id": row.thread_id, "checkpoint_id": before}}
         )
+        config = thread.config
+        if start is not None:  # the checkpointer's own reading of a config that names a checkpoint
+            config = {"configurable": {"thread_id": row.thread_id, "checkpoint_ns": "", "checkpoint_id": start}}
         ids, _ = await thread.human_ids()
         states = [
             schema.thread_state(snapshot, row.thread_id, ids)
             async for snapshot in thread.agent.graph.aget_state_history(
-                thread.config, limit=limit, before=before_config, filter=metadata or None
+                config, limit=limit, before=before_config, filter=metadata or None
             )
         ]
         return JSONResponse(states)
@@ -562,6 +593,7 @@ def langgraph_api_routes(
         ("/threads/search", api.threads_search, ("POST",)),
         (t, api.thread_get, ("GET", "PATCH")),
         (t + "/state", api.thread_state, ("GET",)),
+        (t + "/state/{checkpoint_id}", api.thread_state, ("GET", "POST")),
         (t + "/history", api.thread_history, ("POST",)),
         (t + "/runs", api.runs_create, ("GET", "POST")),
         (t + "/runs/stream", api.runs_stream, ("POST",)),
