@@ -553,12 +553,13 @@ def langgraph_api_routes(
     - An approval (``interrupt_on``) or ``interrupt()`` ends the run with ``__interrupt__`` in ``updates`` and
       ``values``; ``command={"resume": ...}`` answers it (LangChain's ``{"decisions": [{"type": "approve"}]}``
       and our ``"approve"`` / ``{"type": "edit", "args": ...}`` forms; ``{interrupt_id: value}`` for several).
-    - ``multitask_strategy``: ``reject`` (default, 409), ``enqueue``, ``interrupt``; ``rollback`` is a 400 until the
-      session store has §14b's ``on_busy="rollback"``.
+    - ``multitask_strategy``: ``reject`` (default, 409), ``enqueue``, ``interrupt``, ``rollback`` (the session's
+      ``on_busy``, SPEC §14b).
     - A thread belongs to the actor that created it (``metadata.owner``): another actor gets a 404.
       Without ``authenticate=`` every request is a 401.
     - Errors are the JSON error object (plus ``code``); paths under ``/assistants``, ``/threads``, ``/runs``,
-      ``/crons``, ``/store`` that are not served are a 404 naming the served ones.
+      ``/crons``, ``/store`` that are not served (or another method on a served path) are a 404 naming the
+      served ones.
 
     Example:
         ```python
