@@ -1,6 +1,6 @@
 """Two LangGraph API server processes (uvicorn) on one Postgres (and on one SQLite file): the one running a run is
-SIGKILLed while its tool sleeps; the other process finishes the run, the SDK's ``join`` there returns it, and a stream followed there shows
-each message once."""
+SIGKILLed while its tool sleeps; the other process finishes the run, the SDK's ``join`` there returns it, and a
+stream followed there shows each message once."""
 
 from __future__ import annotations
 
