@@ -152,8 +152,9 @@ def _transaction(conn: Any, *, implicit: bool = False) -> Iterator[_Tx]:
             except BaseException as error:
                 if implicit:
                     raise
-                if not tx.committed:
-                    cur.execute("ROLLBACK")
+                # Rolled back below by `conn.rollback()`, never by a ROLLBACK queued in the pipeline: psycopg answers
+                # that ROLLBACK's result by queueing DEALLOCATE ALL for after the connection's next statement, which
+                # then drops the statement psycopg has just prepared and still counts on (InvalidSqlStatementName).
                 tx.leave(error)
                 raise
             if not tx.committed and not implicit:

@@ -8,6 +8,8 @@
 - ``result()`` waiting on a turn another process runs is woken by the turn's end (``NOTIFY``), not by polling.
 - A checkpoint write checks the lease in its own SQL (one round trip): a stale holder's write is still refused, with
   nothing stored, and its connection goes back to the pool fit for the next write.
+- A prompt refused with ``on_busy="reject"`` (its transaction rolled back mid-pipeline) leaves its connection fit: the
+  statements psycopg prepares on it afterwards stay prepared.
 - A model call looks for steers only when one was stored since the session was last seen without one (the steer's
   NOTIFY says so): a steer sent from this worker or from another still joins the running turn's next model call.
 """
@@ -225,3 +227,42 @@ def test_a_steer_joins_the_running_turns_next_model_call_on_postgres(postgres_ur
         release.set()
         for store in stores:
             store.close()  # type: ignore[attr-defined]
+
+
+def test_a_rejected_prompt_leaves_its_connection_fit_for_prepared_statements(postgres_uri: str) -> None:
+    from langchain_core.tools import tool
+
+    from ai_utils import SessionBusyError
+
+    started, release = threading.Event(), threading.Event()
+
+    @tool
+    async def work(task: str) -> str:
+        """Do some work."""
+        started.set()
+        while not release.is_set():
+            await asyncio.sleep(0.02)
+        return f"{task} done"
+
+    def reply(messages: list[BaseMessage], tools: list[Any]) -> Any:
+        if isinstance(messages[-1], HumanMessage) and messages[-1].text.startswith("work"):
+            return {"tool_calls": [{"name": "work", "args": {"task": messages[-1].text}}]}
+        return "ok"
+
+    # One connection: the rejected prompt's is the one every later statement (and psycopg's prepares) runs on.
+    store = postgres_sessions(postgres_uri, lease_seconds=5, min_size=1, max_size=1)
+    try:
+        agent = Agent(llm=FunctionChatModel(reply), tools=[durable_tool(work, idempotent=False)], sessions=store)
+        session = agent.session()
+        running = session.prompt("work hard")
+        assert started.wait(30)
+        for _ in range(3):
+            with pytest.raises(SessionBusyError):
+                session.prompt("are you there?", on_busy="reject")
+        release.set()
+        assert running.result(timeout=30).stop_reason == "end_turn"
+        for n in range(8):  # past psycopg's prepare threshold (5): the same statements run prepared
+            assert session.prompt(f"ping {n}").result(timeout=30).output == "ok"
+    finally:
+        release.set()
+        store.close()  # type: ignore[attr-defined]

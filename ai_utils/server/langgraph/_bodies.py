@@ -26,6 +26,7 @@ __all__ = [
     "MultitaskStrategy",
     "RunBody",
     "ThreadBody",
+    "parse_checkpoint",
     "parse_history",
     "parse_limit",
     "parse_run",
@@ -115,6 +116,24 @@ def parse_stream_modes(value: Any) -> tuple[str, ...]:
             f"{', '.join(map(repr, STREAM_MODES))} (RemoteGraph's 'messages' arrives as 'messages-tuple').",
         )
     return tuple(dict.fromkeys(modes))
+
+
+def parse_checkpoint(value: Any, thread_id: str) -> str | None:
+    """The checkpoint id a checkpoint object names (``None``: the thread's head); it must be one of ``thread_id``'s.
+
+    ``RemoteGraph`` sends ``{"thread_id": ...}`` alone for "the thread as it stands"; a subgraph's checkpoint
+    (``checkpoint_ns``) is a 400.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or set(value) - {"checkpoint_id", "checkpoint_ns", "checkpoint_map", "thread_id"}:
+        refuse(400, "`checkpoint` must be a checkpoint object ({thread_id, checkpoint_ns, checkpoint_id}).")
+    if value.get("thread_id") not in (None, thread_id):
+        refuse(400, "`checkpoint.thread_id` names another thread; send this thread's checkpoint.")
+    if value.get("checkpoint_ns") not in (None, "") or value.get("checkpoint_map"):
+        refuse(400, "This server does not serve a subgraph's checkpoints (`checkpoint_ns`).")
+    given = value.get("checkpoint_id")
+    return None if given is None else check_id(given, "checkpoint_id")
 
 
 def _checkpoint_id(body: Mapping[str, Any]) -> str | None:
@@ -261,19 +280,21 @@ def parse_limit(value: Any, default: int, what: str = "limit", most: int = 1000)
     return value
 
 
-def parse_history(body: Mapping[str, Any]) -> tuple[int, str | None, dict[str, Any]]:
-    """``POST /threads/{id}/history``: ``(limit, before checkpoint id, metadata filter)``."""
+def parse_history(body: Mapping[str, Any], thread_id: str) -> tuple[int, str | None, str | None, dict[str, Any]]:
+    """``POST /threads/{id}/history``: ``(limit, before checkpoint id, from checkpoint id, metadata filter)``."""
     unknown = sorted(set(body) - {"limit", "before", "metadata", "checkpoint", "select"})
     if unknown:
         refuse(400, "Unknown field(s) in the body; history takes limit, before, metadata and checkpoint.")
-    if body.get("checkpoint"):
-        refuse(400, "This server does not support a history of subgraph checkpoints (`checkpoint`).")
+    start = parse_checkpoint(body.get("checkpoint"), thread_id)
     before = body.get("before")
-    if isinstance(before, Mapping):
-        before = (before.get("configurable") or before).get("checkpoint_id")
+    if isinstance(before, Mapping):  # a checkpoint config (``{"configurable": {...}}``) or the checkpoint itself
+        inner = before.get("configurable") or before
+        if not isinstance(inner, Mapping):
+            refuse(400, "`before` must be a checkpoint id or a checkpoint config ({configurable: {checkpoint_id}}).")
+        before = inner.get("checkpoint_id")
     if before is not None:
         check_id(before, "before")
-    return parse_limit(body.get("limit"), 10), before, _object(body, "metadata")
+    return parse_limit(body.get("limit"), 10), before, start, _object(body, "metadata")
 
 
 def parse_search(body: Mapping[str, Any], allowed: Sequence[str]) -> tuple[int, int, dict[str, Any]]:

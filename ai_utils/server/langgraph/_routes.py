@@ -9,7 +9,7 @@ import time
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -32,6 +32,7 @@ from ai_utils.server._request import (
 from ai_utils.server._respond import EventStreamResponse
 from ai_utils.server.langgraph import _schema as schema
 from ai_utils.server.langgraph._bodies import (
+    parse_checkpoint,
     parse_history,
     parse_limit,
     parse_run,
@@ -57,6 +58,8 @@ SUPPORTED = (
     "POST /threads/search",
     "GET|PATCH /threads/{thread_id}",
     "GET /threads/{thread_id}/state",
+    "GET /threads/{thread_id}/state/{checkpoint_id}",
+    "POST /threads/{thread_id}/state/checkpoint",
     "POST /threads/{thread_id}/history",
     "GET|POST /threads/{thread_id}/runs",
     "POST /threads/{thread_id}/runs/stream",
@@ -269,6 +272,8 @@ class _Api:
         ids = body.get("ids")
         if not isinstance(wanted, Mapping) or (ids is not None and not isinstance(ids, list)):
             refuse(400, "`metadata` must be an object and `ids` a list of thread ids.")
+        for given in ids or ():
+            check_id(given, "ids")
         rows: list[ThreadRow] = await self.io(self.tables.threads, actor_key(actor), 10_000, 0)
         found = []
         for row in rows:
@@ -292,35 +297,63 @@ class _Api:
             metadata = body.get("metadata")
             if set(body) - {"metadata"} or not isinstance(metadata, Mapping):
                 refuse(400, 'A thread update takes only {"metadata": {...}}.')
-            await self.io(self.tables.update_metadata, row.thread_id, metadata)
+            await self.io(self.tables.update_metadata, row.thread_id, {**metadata, "owner": actor.user_id})
             row = await self._row(request, actor)
         return JSONResponse(await self._thread_dict(row))
 
     async def thread_state(self, request: Request, actor: Actor) -> Response:
-        """``GET /threads/{id}/state``: the thread's current checkpoint."""
+        """``GET /threads/{id}/state``: the thread's current checkpoint.
+
+        ``GET .../state/{checkpoint_id}`` and ``POST .../state/checkpoint`` (``{"checkpoint": {...}}``, what
+        ``RemoteGraph.get_state`` sends) read one checkpoint of the thread (its head when the checkpoint names none).
+        """
         row = await self._row(request, actor)
+        given = request.path_params.get("checkpoint_id")
+        checkpoint_id = None
+        if request.method == "POST":
+            if given != "checkpoint":
+                _unserved()
+            body = await read_json(request, self.max_body_bytes)
+            if set(body) - {"checkpoint", "subgraphs", "select"}:
+                refuse(400, "Unknown field(s) in the body; a state read takes checkpoint, subgraphs and select.")
+            checkpoint_id = parse_checkpoint(body.get("checkpoint"), row.thread_id)
+        elif given is not None:
+            checkpoint_id = check_id(given, "checkpoint_id")
         thread = self._thread(row)
         if thread is None:
+            if checkpoint_id is not None:
+                refuse(404, f"Thread {row.thread_id!r} has no checkpoint {checkpoint_id!r}.")
             return JSONResponse(schema.thread_state(None, row.thread_id, {}))
-        snapshot = await thread.snapshot()
+        if checkpoint_id is None:
+            snapshot = await thread.snapshot()
+        else:
+            config = {"configurable": {"thread_id": row.thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
+            snapshot = await thread.agent.graph.aget_state(config)
+            if snapshot.created_at is None:
+                refuse(404, f"Thread {row.thread_id!r} has no checkpoint {checkpoint_id!r}.")
         ids, _ = await thread.human_ids()
         return JSONResponse(schema.thread_state(snapshot, row.thread_id, ids))
 
     async def thread_history(self, request: Request, actor: Actor) -> Response:
         """``POST /threads/{id}/history``: the thread's checkpoints, newest first."""
         row = await self._row(request, actor)
-        limit, before, metadata = parse_history(await read_json(request, self.max_body_bytes, required=False))
+        limit, before, start, metadata = parse_history(
+            await read_json(request, self.max_body_bytes, required=False), row.thread_id
+        )
         thread = self._thread(row)
         if thread is None:
             return JSONResponse([])
         before_config = (
             None if before is None else {"configurable": {"thread_id": row.thread_id, "checkpoint_id": before}}
         )
+        config = thread.config
+        if start is not None:  # the checkpointer's own reading of a config that names a checkpoint
+            config = {"configurable": {"thread_id": row.thread_id, "checkpoint_ns": "", "checkpoint_id": start}}
         ids, _ = await thread.human_ids()
         states = [
             schema.thread_state(snapshot, row.thread_id, ids)
             async for snapshot in thread.agent.graph.aget_state_history(
-                thread.config, limit=limit, before=before_config, filter=metadata or None
+                config, limit=limit, before=before_config, filter=metadata or None
             )
         ]
         return JSONResponse(states)
@@ -457,7 +490,11 @@ class _Api:
 
     async def unsupported(self, request: Request, actor: Actor) -> Response:
         """Any other path under the API's prefixes: a JSON 404 naming what is served."""
-        refuse(404, "This path is not served by this LangGraph API; it serves: " + "; ".join(SUPPORTED) + ".")
+        _unserved()
+
+
+def _unserved() -> NoReturn:
+    refuse(404, "This path is not served by this LangGraph API; it serves: " + "; ".join(SUPPORTED) + ".")
 
 
 def _check(agents: Any, sessions: Any) -> dict[str, Any]:
@@ -516,12 +553,13 @@ def langgraph_api_routes(
     - An approval (``interrupt_on``) or ``interrupt()`` ends the run with ``__interrupt__`` in ``updates`` and
       ``values``; ``command={"resume": ...}`` answers it (LangChain's ``{"decisions": [{"type": "approve"}]}``
       and our ``"approve"`` / ``{"type": "edit", "args": ...}`` forms; ``{interrupt_id: value}`` for several).
-    - ``multitask_strategy``: ``reject`` (default, 409), ``enqueue``, ``interrupt``; ``rollback`` is a 400 until the
-      session store has §14b's ``on_busy="rollback"``.
+    - ``multitask_strategy``: ``reject`` (default, 409), ``enqueue``, ``interrupt``, ``rollback`` (the session's
+      ``on_busy``, SPEC §14b).
     - A thread belongs to the actor that created it (``metadata.owner``): another actor gets a 404.
       Without ``authenticate=`` every request is a 401.
     - Errors are the JSON error object (plus ``code``); paths under ``/assistants``, ``/threads``, ``/runs``,
-      ``/crons``, ``/store`` that are not served are a 404 naming the served ones.
+      ``/crons``, ``/store`` that are not served (or another method on a served path) are a 404 naming the
+      served ones.
 
     Example:
         ```python
@@ -556,6 +594,7 @@ def langgraph_api_routes(
         ("/threads/search", api.threads_search, ("POST",)),
         (t, api.thread_get, ("GET", "PATCH")),
         (t + "/state", api.thread_state, ("GET",)),
+        (t + "/state/{checkpoint_id}", api.thread_state, ("GET", "POST")),
         (t + "/history", api.thread_history, ("POST",)),
         (t + "/runs", api.runs_create, ("GET", "POST")),
         (t + "/runs/stream", api.runs_stream, ("POST",)),
@@ -577,8 +616,19 @@ def langgraph_api_routes(
 def _route(
     path: str, handler: Handler, methods: tuple[str, ...], authenticate: Authenticate | None, name: str
 ) -> Route:
-    """The house's route (JSON 405, ``authenticate`` first), its errors with the LangGraph API's ``code`` too."""
-    inner = endpoint(handler, methods, authenticate)
+    """The house's route (``authenticate`` first), its errors with the LangGraph API's ``code`` too.
+
+    Another method on a served path is an unserved endpoint, a 404 like any other (not the house's 405): the
+    SDK's ``threads.delete``, ``runs.delete``, ``threads.count`` (``POST /threads/count`` matches
+    ``/threads/{thread_id}``) must raise its ``NotFoundError``.
+    """
+
+    async def served(request: Request, actor: Actor) -> Response:
+        if request.method not in methods:
+            _unserved()
+        return await handler(request, actor)
+
+    inner = endpoint(served, _EVERYTHING, authenticate)
 
     async def run(request: Request) -> Response:
         response = await inner(request)

@@ -52,14 +52,15 @@ def turn_info(row: Any) -> TurnInfo:
     return TurnInfo(row.turn_id, row.message_id, int(row.seq), row.status, row.stop_reason, first)
 
 
-async def _thread_row(tables: Tables, store: Any, thread_id: str | None, owner: str, body: RunBody) -> ThreadRow:
+async def _thread_row(tables: Tables, store: Any, thread_id: str | None, actor: Actor, body: RunBody) -> ThreadRow:
+    owner, metadata = actor_key(actor), {"owner": actor.user_id}  # as POST /threads makes it
     if thread_id is None:  # a thread-less run: a new thread of the caller's, which stays
-        created: ThreadRow | None = (await blocking(store, tables.create_thread, uuid.uuid4().hex, owner, {}))[0]
+        created: ThreadRow | None = (await blocking(store, tables.create_thread, uuid.uuid4().hex, owner, metadata))[0]
         assert created is not None  # a fresh uuid
         return created
     row: ThreadRow | None = await blocking(store, tables.thread, thread_id, owner)
     if row is None and body.create_thread:
-        row, _ = await blocking(store, tables.create_thread, thread_id, owner, {})
+        row, _ = await blocking(store, tables.create_thread, thread_id, owner, metadata)
     if row is None:
         refuse(
             404, f"There is no thread {thread_id!r} for you; create it with POST /threads (or if_not_exists='create')."
@@ -126,7 +127,7 @@ async def start_run(
     if agent is None:
         refuse(404, f"There is no assistant {body.assistant_id!r}; POST /assistants/search lists them.")
     store = agent.sessions
-    row = await _thread_row(tables, store, thread_id, actor_key(actor), body)
+    row = await _thread_row(tables, store, thread_id, actor, body)
     if row.assistant != body.assistant_id:
         if row.assistant is not None:
             refuse(409, f"Thread {row.thread_id!r} runs assistant {row.assistant!r}; start a new thread for this one.")

@@ -125,8 +125,43 @@ def test_unserved_endpoints_are_json_404s_naming_the_served_ones(http: httpx.Cli
         assert "GET /threads/{thread_id}/runs/{run_id}/join" in body["message"]
 
 
-def test_a_served_path_with_another_method_is_a_json_405(http: httpx.Client, thread_id: str) -> None:
-    refused(http.get(f"/threads/{thread_id}/runs/stream", headers=ALICE), 405)
+def test_a_served_path_with_another_method_is_an_unserved_endpoint_404(http: httpx.Client, thread_id: str) -> None:
+    body = refused(http.get(f"/threads/{thread_id}/runs/stream", headers=ALICE), 404, "POST /threads/{thread_id}")
+    assert body["code"] == "not_found"
+
+
+def test_the_sdks_unserved_methods_raise_not_found(url: str) -> None:
+    """SDK methods whose endpoint shares a served path (``DELETE /threads/{id}``, ``POST /threads/count``...)."""
+    with get_sync_client(url=url, api_key="alice-key") as client:
+        tid = client.threads.create()["thread_id"]
+        client.runs.wait(tid, "support", input=RUN["input"])
+        (run,) = client.runs.list(tid)
+        unserved: list[Callable[[], Any]] = [
+            lambda: client.threads.delete(tid),
+            lambda: client.threads.update_state(tid, {"messages": []}),
+            lambda: client.threads.count(),
+            lambda: client.threads.prune([tid]),
+            lambda: client.runs.delete(tid, run["run_id"]),
+            lambda: client.assistants.update("support", metadata={"a": 1}),
+            lambda: client.assistants.delete("support"),
+            lambda: client.assistants.count(),
+        ]
+        for call in unserved:
+            with pytest.raises(NotFoundError, match="not served"):
+                call()
+        assert client.threads.get(tid)["status"] == "idle"  # nothing was deleted or changed
+
+
+def test_a_malformed_history_cursor_is_a_400(http: httpx.Client, thread_id: str) -> None:
+    for before in ({"configurable": 5}, {"configurable": [MARKER]}, [MARKER], {"checkpoint_id": 5}):
+        refused(http.post(f"/threads/{thread_id}/history", json={"before": before}, headers=ALICE), 400, "`before`")
+
+
+def test_thread_search_ids_are_validated_whole(http: httpx.Client, thread_id: str) -> None:
+    refused(http.post("/threads/search", json={"ids": [thread_id + "\n"]}, headers=ALICE), 400, "`ids`")
+    refused(http.post("/threads/search", json={"ids": [5]}, headers=ALICE), 400, "`ids`")
+    found = http.post("/threads/search", json={"ids": [thread_id]}, headers=ALICE).json()
+    assert [t["thread_id"] for t in found] == [thread_id]
 
 
 def test_no_credentials_is_a_json_401_before_anything(http: httpx.Client, thread_id: str) -> None:

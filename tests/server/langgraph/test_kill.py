@@ -1,6 +1,6 @@
-"""Two LangGraph API server processes (uvicorn) on one Postgres: the one running a run is SIGKILLed while its tool
-sleeps; the other process finishes the run, the SDK's ``join`` there returns it, and a stream followed there shows
-each message once."""
+"""Two LangGraph API server processes (uvicorn) on one Postgres (and on one SQLite file): the one running a run is
+SIGKILLed while its tool sleeps; the other process finishes the run, the SDK's ``join`` there returns it, and a
+stream followed there shows each message once."""
 
 from __future__ import annotations
 
@@ -64,12 +64,13 @@ class Worker:
                 self.process.wait(10)
 
 
-@pytest.fixture
-def workers(postgres_uri: str, tmp_path: Path) -> Iterator[tuple[Worker, Worker]]:
+@pytest.fixture(params=["postgres", "sqlite"])
+def workers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Worker, Worker]]:
+    db = request.getfixturevalue("postgres_uri") if request.param == "postgres" else str(tmp_path / "threads.sqlite")
     started: list[Worker] = []
     try:
-        started.append(Worker(postgres_uri, tool_seconds=120, log=tmp_path / "doomed.log"))  # its tool outlives it
-        started.append(Worker(postgres_uri, tool_seconds=0, log=tmp_path / "survivor.log"))
+        started.append(Worker(db, tool_seconds=120, log=tmp_path / "doomed.log"))  # its tool outlives it
+        started.append(Worker(db, tool_seconds=0, log=tmp_path / "survivor.log"))
         yield started[0], started[1]
     finally:
         for worker in started:

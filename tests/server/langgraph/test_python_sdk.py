@@ -356,3 +356,23 @@ def test_a_thread_less_run_waits_on_a_new_thread_of_the_callers(url: str) -> Non
         assert text_of(done["messages"][-1]) == "B-42 is shipped."
         (thread,) = client.threads.search()
         assert thread["values"]["messages"] == done["messages"] and thread["metadata"]["graph_id"] == "support"
+
+
+def test_every_thread_names_its_owner_whoever_patches_its_metadata(url: str) -> None:
+    with get_sync_client(url=url, api_key="alice-key") as alice, get_sync_client(url=url, api_key="bob-key") as bob:
+        made = alice.threads.create(metadata={"owner": "mallory"})["thread_id"]
+        alice.runs.wait("t-if-not-exists", "support", input=USER, if_not_exists="create")
+        alice.runs.wait(None, "support", input=USER)
+        patched = alice.threads.update(made, metadata={"owner": "bob", "topic": "orders"})
+        assert patched["metadata"]["owner"] == "alice" and patched["metadata"]["topic"] == "orders"
+        assert sorted(t["metadata"]["owner"] for t in alice.threads.search()) == ["alice"] * 3
+        for call in (
+            lambda: bob.threads.update(made, metadata={"topic": "x"}),
+            lambda: bob.threads.get_history(made),
+            lambda: bob.runs.list(made),
+            lambda: bob.runs.wait(made, "support", input=USER, if_not_exists="create"),
+        ):
+            with pytest.raises(httpx.HTTPStatusError) as refused:
+                call()
+            assert refused.value.response.status_code == 404
+        assert bob.threads.search() == []

@@ -64,3 +64,35 @@ def test_remote_graph_streams_tokens_as_messages(remote: RemoteGraph) -> None:
         if chunk.get("type") == "AIMessageChunk"
     ]
     assert "".join(tokens) == "Let me look. E-5 is shipped."
+
+
+def test_remote_graph_reads_the_threads_state_and_history(remote: RemoteGraph) -> None:
+    config = {"configurable": {"thread_id": "remote-state"}}
+    remote.invoke({"messages": [HumanMessage("where is S-1")]}, config)
+    state = remote.get_state(config)  # POST /threads/{id}/state/checkpoint with {"thread_id": ...}
+    assert state.values["messages"][-1]["content"] == "S-1 is shipped." and state.next == ()
+    history = list(remote.get_state_history(config, limit=3))  # POST /threads/{id}/history with that checkpoint
+    assert len(history) == 3 and history[0].config == state.config
+    earlier = remote.get_state(history[-1].config)  # one checkpoint of the thread, by its id
+    assert earlier.config == history[-1].config and earlier.values == history[-1].values
+    assert len(earlier.values["messages"]) < len(state.values["messages"])
+
+
+def test_the_sdk_reads_a_threads_state_at_one_of_its_checkpoints(url: str) -> None:
+    from langgraph_sdk import get_sync_client
+    from langgraph_sdk.errors import BadRequestError, NotFoundError
+
+    with get_sync_client(url=url, api_key="alice-key") as client:
+        tid = client.threads.create()["thread_id"]
+        client.runs.wait(tid, "support", input={"messages": [{"role": "user", "content": "where is S-2"}]})
+        earlier = client.threads.get_history(tid, limit=3)[-1]
+        by_id = client.threads.get_state(tid, checkpoint_id=earlier["checkpoint"]["checkpoint_id"])
+        by_checkpoint = client.threads.get_state(tid, checkpoint=earlier["checkpoint"])
+        assert by_id["values"] == by_checkpoint["values"] == earlier["values"]
+        assert by_id["checkpoint"] == earlier["checkpoint"]
+        with pytest.raises(NotFoundError):
+            client.threads.get_state(tid, checkpoint_id="no-such-checkpoint")
+        with pytest.raises(BadRequestError):
+            client.threads.get_state(tid, checkpoint={**earlier["checkpoint"], "thread_id": "another-thread"})
+        with pytest.raises(BadRequestError):
+            client.threads.get_state(tid, checkpoint={**earlier["checkpoint"], "checkpoint_ns": "tools:1"})
