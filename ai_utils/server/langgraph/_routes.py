@@ -452,9 +452,14 @@ class _Api:
         return JSONResponse(await thread.result(turn.turn_id))
 
     async def run_stream(self, request: Request, actor: Actor) -> Response:
-        """``GET /threads/{id}/runs/{run_id}/stream``: the run's stream again, after ``Last-Event-ID`` if sent."""
+        """``GET /threads/{id}/runs/{run_id}/stream``: the run's stream again, after ``Last-Event-ID`` if sent.
+
+        ``Last-Event-ID: -1`` (what the JS SDK's ``useStream`` sends to join a run) replays it from the start.
+        """
         row, thread, turn = await self._run(request, actor)
-        after = parse_cursor(request.headers.get("last-event-id") or None, "Last-Event-ID") or 0
+        sent = request.headers.get("last-event-id") or None
+        # "-1" is the protocol's "from the start": the JS SDK's useStream sends it on joinStream/reconnectOnMount.
+        after = 0 if sent == "-1" else parse_cursor(sent, "Last-Event-ID") or 0
         record = await self.io(self.tables.run, turn.turn_id)
         options = record.options if record is not None else {}
         modes_given = [m for m in request.query_params.getlist("stream_mode") if m]  # the SDK sends an empty one

@@ -102,13 +102,17 @@ def test_ids_and_last_event_id_are_validated_whole(http: httpx.Client, thread_id
     refused(http.get(f"/threads/{thread_id}/runs/{run_id}%0A/join", headers=ALICE), 400, "`run_id`")
     for limit in ("%C2%B2", "1" * 5000, "-1", "1001"):  # "²" is a digit to Python, not a number
         refused(http.get(f"/threads/{thread_id}/runs?limit={limit}", headers=ALICE), 400, "`limit`")
-    for bad in ("-1", "1.5", "9223372036854775808", MARKER):
+    for bad in ("-2", "-01", "- 1", "1.5", "9223372036854775808", MARKER):
         stream = http.get(f"/threads/{thread_id}/runs/{run_id}/stream", headers={**ALICE, "last-event-id": bad})
         refused(stream, 400, "`Last-Event-ID`")
     past_the_end = http.get(
         f"/threads/{thread_id}/runs/{run_id}/stream", headers={**ALICE, "last-event-id": "9223372036854775807"}
     )
     assert past_the_end.status_code == 200 and past_the_end.text.strip() == "event: end\ndata: null"  # replays nothing
+    # "-1" is the LangGraph protocol's "from the start" (the JS SDK's useStream sends it to join a run).
+    from_start = http.get(f"/threads/{thread_id}/runs/{run_id}/stream", headers={**ALICE, "last-event-id": "-1"})
+    no_header = http.get(f"/threads/{thread_id}/runs/{run_id}/stream", headers=ALICE)
+    assert from_start.status_code == 200 and from_start.text == no_header.text and "event: values" in from_start.text
 
 
 def test_unserved_endpoints_are_json_404s_naming_the_served_ones(http: httpx.Client, thread_id: str) -> None:
