@@ -7,7 +7,9 @@ its lease every ``lease_seconds / 3`` while ``execute(job)`` runs, and records t
 that only succeeds while it still holds the claim: a worker whose lease expired and whose job another worker
 took cannot complete it (`KnowledgeJobLostError`). Transient failures (``TimeoutError``, ``ConnectionError``
 or an exception with ``transient = True``) put the job back in the queue until it has had ``max_attempts``
-(3) attempts; then, or on any other failure, it ends ``"failed"``. Executors must be idempotent: a process can
+(3) attempts; then, or on any other failure, it ends ``"failed"``. A lease that ran out (the worker died or
+stalled) counts as such a failure: a job still running on its last attempt when its lease ends is ``"failed"``
+with error ``"LeaseExpired"``, never handed out again. Executors must be idempotent: a process can
 die after its work is published but before the job is acknowledged, and the job then runs again.
 
 The pure steps (which job to claim, the claimed / renewed / finished values) exist once; `process_next` and
@@ -45,6 +47,8 @@ _CANDIDATES = 50
 _SOURCE_ID = re.compile(r"[\x21-\x7e]{1,512}")
 _WORKER_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 _JOB_ID = re.compile(r"j[0-9a-f]{32}")
+_EXPIRED = "LeaseExpired"
+"""The `KnowledgeJob.error` of a job whose lease ran out on its last attempt (its worker died or stalled)."""
 # A source id is an identifier: one that carries credentials (URL user info, token-like query parameters) is
 # refused, since the queue must never store them.
 _CREDENTIALS = re.compile(
@@ -273,6 +277,12 @@ class KnowledgeJobs:
         running = self.store.search(self._ns, filter={"state": "running"}, limit=_CANDIDATES, refresh_ttl=False)
         rows = [r for r in (*queued, *running) if r.namespace == self._ns]
         for value in _pick(rows, time.time()):
+            if value["state"] == "running" and int(value["attempts"]) >= self.max_attempts:
+                # Its worker died or stalled on every attempt (a lease running out is a transient failure too):
+                # end the job instead of handing it out forever.
+                if self._swap(self._ns, value["id"], int(value["version"]), _finished(value, "failed", _EXPIRED)):
+                    logger.warning("Knowledge job %s lost its lease on its last attempt; it has failed.", value["id"])
+                continue
             claimed = _claimed(value, worker_id, lease_seconds)
             if self._swap(self._ns, value["id"], int(value["version"]), claimed):
                 return _Hold(claimed)

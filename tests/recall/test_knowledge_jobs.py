@@ -103,6 +103,27 @@ def test_a_flaky_source_succeeds_on_a_retry_and_a_permanent_error_fails_at_once(
     )
 
 
+class WorkerDied(BaseException):
+    """Stands for a worker process dying mid-job: not an `Exception`, so nothing records an outcome."""
+
+
+def test_a_job_whose_workers_keep_dying_ends_failed_after_three_attempts(make_store: StoreFactory) -> None:
+    jobs = KnowledgeJobs(make_store())
+    poison = jobs.enqueue("doc-poison", TENANT)
+
+    def die(j: KnowledgeJob) -> None:
+        raise WorkerDied
+
+    for _ in range(3):
+        with pytest.raises(WorkerDied):
+            jobs.process_next(die, worker_id="w", lease_seconds=0.05)
+        time.sleep(0.1)  # the dead worker's lease runs out
+    assert jobs.process_next(die, worker_id="w", lease_seconds=0.05) is None  # not handed out a fourth time
+    final = jobs.get(poison.id)
+    assert final is not None and (final.state, final.attempts, final.error) == ("failed", 3, "LeaseExpired")
+    assert jobs.process_next(die, worker_id="w") is None
+
+
 def _drain(jobs: KnowledgeJobs, worker: str, executed: Counter[str], lock: threading.Lock) -> None:
     def execute(job: KnowledgeJob) -> None:
         with lock:
