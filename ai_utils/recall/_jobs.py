@@ -43,7 +43,7 @@ logger = logging.getLogger("ai_utils.recall")
 
 JobState = Literal["queued", "running", "succeeded", "failed"]
 _SCHEMA = 1
-_CANDIDATES = 50
+_PAGE = 1_000
 _SOURCE_ID = re.compile(r"[\x21-\x7e]{1,512}")
 _WORKER_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 _JOB_ID = re.compile(r"j[0-9a-f]{32}")
@@ -272,10 +272,23 @@ class KnowledgeJobs:
 
     # --- the worker's steps (blocking: the shells call them directly or in a thread) -----------------------
 
+    def _rows(self, state: str) -> list[Item]:
+        """Every job in ``state``, read page by page.
+
+        The SQL stores return the most recently updated first, so reading only the first page would leave the oldest
+        jobs waiting behind newer ones for as long as new ones keep coming.
+        """
+        rows: list[Item] = []
+        while True:
+            page = self.store.search(
+                self._ns, filter={"state": state}, limit=_PAGE, offset=len(rows), refresh_ttl=False
+            )
+            rows.extend(page)
+            if len(page) < _PAGE:
+                return [r for r in rows if r.namespace == self._ns]
+
     def _claim(self, worker_id: str, lease_seconds: float) -> _Hold | None:
-        queued = self.store.search(self._ns, filter={"state": "queued"}, limit=_CANDIDATES, refresh_ttl=False)
-        running = self.store.search(self._ns, filter={"state": "running"}, limit=_CANDIDATES, refresh_ttl=False)
-        rows = [r for r in (*queued, *running) if r.namespace == self._ns]
+        rows = [*self._rows("queued"), *self._rows("running")]
         for value in _pick(rows, time.time()):
             if value["state"] == "running" and int(value["attempts"]) >= self.max_attempts:
                 # Its worker died or stalled on every attempt (a lease running out is a transient failure too):

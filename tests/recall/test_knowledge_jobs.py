@@ -103,6 +103,13 @@ def test_a_flaky_source_succeeds_on_a_retry_and_a_permanent_error_fails_at_once(
     )
 
 
+def test_the_oldest_job_is_claimed_first_also_behind_a_long_queue(make_store: StoreFactory) -> None:
+    jobs = KnowledgeJobs(make_store())
+    ids = [jobs.enqueue(f"doc-{n}", TENANT).id for n in range(120)]
+    claimed = [jobs.process_next(lambda j: None, worker_id="w") for _ in range(3)]
+    assert [j.id for j in claimed if j] == ids[:3]
+
+
 class WorkerDied(BaseException):
     """Stands for a worker process dying mid-job: not an `Exception`, so nothing records an outcome."""
 
