@@ -235,6 +235,26 @@ def test_a_worker_whose_lease_was_stolen_cannot_complete_the_job(postgres_queue:
     assert final is not None and (final.state, final.worker_id) == ("succeeded", "worker-b")
 
 
+def test_the_lease_is_renewed_while_the_executor_uses_the_same_postgres_store(
+    postgres_queue: tuple[str, KnowledgeJobs],
+) -> None:
+    _, jobs = postgres_queue
+    job = jobs.enqueue("doc-busy", TENANT)
+    store = jobs.store
+
+    def ingest(j: KnowledgeJob) -> None:
+        # The usual executor writes what it ingests into the same store (one connection) for several leases.
+        until = time.monotonic() + 1.2
+        n = 0
+        while time.monotonic() < until:
+            store.put(("ingested", j.id), f"chunk-{n % 20}", {"text": "..."})
+            store.search(("ingested", j.id), limit=5)
+            n += 1
+
+    done = jobs.process_next(ingest, worker_id="busy-worker", lease_seconds=0.3)
+    assert done is not None and (done.id, done.state, done.attempts) == (job.id, "succeeded", 1)
+
+
 async def test_aprocess_next_awaits_an_async_executor_and_renews_its_lease() -> None:
     jobs = KnowledgeJobs(InMemoryStore())
     job = await jobs.aenqueue("doc-async", TENANT)
