@@ -32,6 +32,7 @@ from typing import Any, Literal, cast
 
 from langgraph.store.base import BaseStore, Item
 
+from ai_utils._secrets import redact_secrets
 from ai_utils.exceptions import AiUtilsError, UserError
 from ai_utils.recall._claims import Swap, swapper
 from ai_utils.recall._items import MemoryScope, micros, to_scope
@@ -49,10 +50,12 @@ _WORKER_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 _JOB_ID = re.compile(r"j[0-9a-f]{32}")
 _EXPIRED = "LeaseExpired"
 """The `KnowledgeJob.error` of a job whose lease ran out on its last attempt (its worker died or stalled)."""
-# A source id is an identifier: one that carries credentials (URL user info, token-like query parameters) is
-# refused, since the queue must never store them.
+# A source id is an identifier: one that carries credentials (URL user info, token-like query or fragment
+# parameters, a known key shape) is refused, since the queue must never store them.
 _CREDENTIALS = re.compile(
-    r"://[^/?#]*@|[?&;](?:[a-z_-]*(?:token|secret|password|passwd|api[_-]?key|signature|sig|auth)[a-z_-]*)=", re.I
+    r"://[^/?#]*@|[?&;#](?:key|[a-z_-]*(?:token|secret|password|passwd|api[_-]?key|private[_-]?key|credential"
+    r"|signature|sig|auth)[a-z_-]*)=",
+    re.I,
 )
 
 
@@ -214,9 +217,9 @@ class KnowledgeJobs:
                 f"`source_id` must be 1-512 printable ASCII characters without spaces, got {source_id!r}. "
                 "Enqueue the source's id; the queue never stores source bodies."
             )
-        if _CREDENTIALS.search(source_id):
+        if _CREDENTIALS.search(source_id) or redact_secrets(source_id)[1]:
             raise UserError(
-                "`source_id` looks like it carries credentials (URL user info or a token-like query parameter). "
+                "`source_id` looks like it carries credentials (URL user info, a token-like parameter or a key). "
                 "Enqueue a plain id and resolve credentials in `execute` from the host's secret store."
             )
         the_scope = to_scope(scope)
