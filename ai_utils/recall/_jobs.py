@@ -48,6 +48,7 @@ _PAGE = 1_000
 _SOURCE_ID = re.compile(r"[\x21-\x7e]{1,512}")
 _WORKER_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 _JOB_ID = re.compile(r"j[0-9a-f]{32}")
+_ASYNC_EXECUTE = "`execute` is async; call `await jobs.aprocess_next(execute, ...)` instead."
 _EXPIRED = "LeaseExpired"
 """The `KnowledgeJob.error` of a job whose lease ran out on its last attempt (its worker died or stalled)."""
 # A source id is an identifier: one that carries credentials (URL user info, token-like query or fragment
@@ -361,8 +362,9 @@ class KnowledgeJobs:
             UserError: bad arguments (or an async ``execute``: use `aprocess_next`).
         """
         self._check_worker(worker_id, lease_seconds)
-        if inspect.iscoroutinefunction(execute):
-            raise UserError("`execute` is async; call `await jobs.aprocess_next(execute, ...)` instead.")
+        async_call = inspect.iscoroutinefunction(type(execute).__call__)  # an object with `async def __call__`
+        if inspect.iscoroutinefunction(execute) or async_call:
+            raise UserError(_ASYNC_EXECUTE)
         hold = self._claim(worker_id, lease_seconds)
         if hold is None:
             return None
@@ -376,15 +378,25 @@ class KnowledgeJobs:
         renewer = threading.Thread(target=renew, name=f"knowledge-lease-{hold.value['id']}", daemon=True)
         renewer.start()
         failure: Exception | None = None
+        unawaited = False
         try:
-            execute(_job(hold.value))
+            result = execute(_job(hold.value))
+            if inspect.isawaitable(result):
+                # Nothing ran (the work is in an awaitable this call cannot await): never record it as done.
+                if inspect.iscoroutine(result):
+                    result.close()
+                unawaited = True
+                failure = UserError(_ASYNC_EXECUTE)
         except Exception as error:
             failure = error
         finally:
             stop.set()
             renewer.join()
         state, name = self._outcome(hold, failure)
-        return self._finish(hold, state, name, worker_id)
+        done = self._finish(hold, state, name, worker_id)
+        if unawaited:
+            raise UserError(_ASYNC_EXECUTE)
+        return done
 
     async def aprocess_next(
         self,

@@ -273,6 +273,25 @@ async def test_aprocess_next_awaits_an_async_executor_and_renews_its_lease() -> 
     assert renewed.is_set() and done is not None and (done.id, done.state) == (job.id, "succeeded")
 
 
+def test_an_executor_that_returns_an_awaitable_in_the_sync_call_never_counts_as_done() -> None:
+    class Ingest:
+        async def __call__(self, job: KnowledgeJob) -> None:
+            raise AssertionError("never awaited by the sync call")
+
+    async def ingest(job: KnowledgeJob) -> None:
+        raise AssertionError("never awaited by the sync call")
+
+    jobs = KnowledgeJobs(InMemoryStore())
+    first = jobs.enqueue("doc-1", TENANT)
+    with pytest.raises(UserError, match="aprocess_next"):
+        jobs.process_next(Ingest(), worker_id="w")
+    assert jobs.get(first.id).state == "queued"  # type: ignore[union-attr]  # refused before it was claimed
+    with pytest.raises(UserError, match="aprocess_next"):
+        jobs.process_next(lambda job: ingest(job), worker_id="w")
+    # Claimed, but nothing ran: it is never recorded as succeeded.
+    assert jobs.get(first.id).state == "failed"  # type: ignore[union-attr]
+
+
 class _PlainStore(BaseStore):
     def batch(self, ops: Any) -> list[Any]:
         return []
