@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
@@ -160,10 +160,17 @@ def _finished(value: Mapping[str, Any], state: JobState, error: str | None) -> d
 
 @dataclass(slots=True)
 class _Hold:
-    """What a worker holds while its executor runs: the job value it last wrote, and whether it lost the claim."""
+    """What a worker holds while its executor runs: the job value it last wrote, and whether it lost the claim.
+
+    ``lock`` orders a renewal against the outcome: a renewal still running when the executor ends (a cancelled
+    task's thread goes on) would otherwise move the version under the outcome's swap, and the worker would lose
+    a job it held. Once ``closed``, no renewal is made.
+    """
 
     value: dict[str, Any]
     lost: bool = False
+    closed: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def _is_transient(error: Exception) -> bool:
@@ -306,12 +313,15 @@ class KnowledgeJobs:
         return None
 
     def _renew(self, hold: _Hold, lease_seconds: float) -> bool:
-        renewed = _renewed(hold.value, lease_seconds)
-        if self._swap(self._ns, renewed["id"], int(hold.value["version"]), renewed):
-            hold.value = renewed
-            return True
-        hold.lost = True
-        return False
+        with hold.lock:
+            if hold.closed:
+                return False
+            renewed = _renewed(hold.value, lease_seconds)
+            if self._swap(self._ns, renewed["id"], int(hold.value["version"]), renewed):
+                hold.value = renewed
+                return True
+            hold.lost = True
+            return False
 
     def _outcome(self, hold: _Hold, error: Exception | None) -> tuple[JobState, str | None]:
         if error is None:
@@ -329,8 +339,11 @@ class KnowledgeJobs:
         return state, name
 
     def _finish(self, hold: _Hold, state: JobState, error: str | None, worker_id: str) -> KnowledgeJob:
-        done = _finished(hold.value, state, error)
-        if hold.lost or not self._swap(self._ns, done["id"], int(hold.value["version"]), done):
+        with hold.lock:
+            hold.closed = True
+            done = _finished(hold.value, state, error)
+            recorded = not hold.lost and self._swap(self._ns, done["id"], int(hold.value["version"]), done)
+        if not recorded:
             raise KnowledgeJobLostError(
                 f"Worker {worker_id!r} lost its claim on knowledge job {done['id']!r} (its lease ran out and another "
                 "worker took the job), so its outcome was not recorded. Keep executors idempotent and renewals "

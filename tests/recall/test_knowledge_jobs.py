@@ -292,6 +292,25 @@ def test_an_executor_that_returns_an_awaitable_in_the_sync_call_never_counts_as_
     assert jobs.get(first.id).state == "failed"  # type: ignore[union-attr]
 
 
+class _SlowReadStore(InMemoryStore):
+    """An InMemoryStore whose reads take a while (a remote store under load): renewals are slow."""
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.15)
+        return super().get(*args, **kwargs)
+
+
+async def test_a_renewal_still_running_when_the_executor_ends_does_not_cost_the_claim() -> None:
+    jobs = KnowledgeJobs(_SlowReadStore())
+    job = jobs.enqueue("doc-slow", TENANT)
+
+    async def execute(j: KnowledgeJob) -> None:
+        await asyncio.sleep(0.2)  # ends while the first renewal (started at 0.1 s) is still reading
+
+    done = await jobs.aprocess_next(execute, worker_id="w", lease_seconds=0.3)
+    assert done is not None and (done.id, done.state) == (job.id, "succeeded")
+
+
 class _PlainStore(BaseStore):
     def batch(self, ops: Any) -> list[Any]:
         return []
