@@ -154,7 +154,9 @@ class _Tools:
 
     # --- the tools -----------------------------------------------------------------------------------------
 
-    def search(self, query: str, limit: int = 5, *, runtime: ToolRuntime | None = None) -> Flow[str]:
+    def search(
+        self, query: str, limit: int = 5, *, runtime: ToolRuntime | None = None, call_id: str | None = None
+    ) -> Flow[str]:
         actor = self.resolve(runtime)
         scopes = actor_scopes(actor) if actor is not None else []
         if not scopes:
@@ -162,7 +164,9 @@ class _Tools:
         items = yield from self.store._search(query, scopes=scopes, limit=limit, token_budget=_SEARCH_TOKENS)
         return _render(items)
 
-    def remember(self, content: str, kind: str = "fact", *, runtime: ToolRuntime | None = None) -> Flow[str]:
+    def remember(
+        self, content: str, kind: str = "fact", *, runtime: ToolRuntime | None = None, call_id: str | None = None
+    ) -> Flow[str]:
         scope = self.write_target(self.resolve(runtime))
 
         def body() -> Flow[str]:
@@ -176,7 +180,7 @@ class _Tools:
             return f"Remembered (id: {stored.id})."
 
         args = {"content": content, "kind": kind}
-        return (yield from self.receipted("memory_remember", scope, _call_id(runtime), args, body()))
+        return (yield from self.receipted("memory_remember", scope, _call_id(runtime, call_id), args, body()))
 
     def _writable(self, scope: MemoryScope, item_id: str) -> Flow[MemoryItem]:
         item = yield from self.store._get(scope, item_id)
@@ -188,7 +192,9 @@ class _Tools:
             raise ToolException(f"Refused: memory {item_id!r} is a {item.kind!r}, which this assistant may not change.")
         return item
 
-    def update(self, id: str, content: str, *, runtime: ToolRuntime | None = None) -> Flow[str]:
+    def update(
+        self, id: str, content: str, *, runtime: ToolRuntime | None = None, call_id: str | None = None
+    ) -> Flow[str]:
         scope = self.write_target(self.resolve(runtime))
 
         def body() -> Flow[str]:
@@ -200,10 +206,12 @@ class _Tools:
             return f"Updated (id: {id})."
 
         return (
-            yield from self.receipted("memory_update", scope, _call_id(runtime), {"id": id, "content": content}, body())
+            yield from self.receipted(
+                "memory_update", scope, _call_id(runtime, call_id), {"id": id, "content": content}, body()
+            )
         )
 
-    def forget(self, id: str, *, runtime: ToolRuntime | None = None) -> Flow[str]:
+    def forget(self, id: str, *, runtime: ToolRuntime | None = None, call_id: str | None = None) -> Flow[str]:
         scope = self.write_target(self.resolve(runtime))
 
         def body() -> Flow[str]:
@@ -211,7 +219,7 @@ class _Tools:
             yield from self.store._forget(scope, id)
             return f"Forgotten (id: {id})."
 
-        return (yield from self.receipted("memory_forget", scope, _call_id(runtime), {"id": id}, body()))
+        return (yield from self.receipted("memory_forget", scope, _call_id(runtime, call_id), {"id": id}, body()))
 
 
 def _get(namespace: tuple[str, ...], key: str) -> Any:
@@ -226,9 +234,24 @@ def _put(namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> Any:
     return PutOp(namespace, key, value, index=False)
 
 
-def _call_id(runtime: ToolRuntime | None) -> str | None:
-    call_id = getattr(runtime, "tool_call_id", None)
-    return call_id if isinstance(call_id, str) and call_id else None
+def _call_id(runtime: ToolRuntime | None, call_id: str | None) -> str | None:
+    found = call_id or getattr(runtime, "tool_call_id", None)
+    return found if isinstance(found, str) and found else None
+
+
+class _MemoryTool(StructuredTool):
+    """A `StructuredTool` that hands its body the id of the tool call it runs for (``call_id``).
+
+    A `ToolNode` also injects a `ToolRuntime` carrying it, but any other tool loop runs ``tool.invoke(tool_call)``
+    without one, and a retried call must be idempotent there too. LangChain's `InjectedToolCallId` would do this,
+    but it makes every plain ``tool.invoke({...})`` (no tool call) a ``ValueError``.
+    """
+
+    def _to_args_and_kwargs(
+        self, tool_input: str | dict[str, Any], tool_call_id: str | None
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        args, kwargs = super()._to_args_and_kwargs(tool_input, tool_call_id)
+        return args, {**kwargs, "call_id": tool_call_id}
 
 
 def _tool(
@@ -238,7 +261,7 @@ def _tool(
     metadata = {**_METADATA, "writes": writes, "read_only": not writes}
     if writes and name != "memory_forget":
         metadata["destructive"] = False  # adding or correcting one's own memory needs no approval; forgetting may
-    return StructuredTool.from_function(
+    return _MemoryTool.from_function(
         func=run,
         coroutine=arun,
         name=name,

@@ -121,6 +121,28 @@ def test_a_retried_tool_call_is_idempotent_and_a_reused_id_with_other_arguments_
     assert memory.list_page(ALICE)[0] == []
 
 
+async def test_a_tool_call_retried_outside_a_tool_node_is_idempotent_too() -> None:
+    # Any LangChain tool loop runs a tool with `tool.invoke(tool_call)`; there is no ToolRuntime then.
+    memory = _memory()
+    tools = {t.name: t for t in memory_tools(memory, actor=Actor(user_id="alice"), grant=ALL_TOOLS)}
+    remember = tools["memory_remember"]
+
+    def call(content: str) -> dict[str, Any]:
+        return {"name": "memory_remember", "args": {"content": content}, "id": "call-1", "type": "tool_call"}
+
+    first = remember.invoke(call("Has a cat."))
+    assert first.content.startswith("Remembered (id: ")
+    (item,) = memory.list_page(ALICE)[0]
+    memory.forget(ALICE, item.id)  # the host removes it; the retry must not write it back
+    assert remember.invoke(call("Has a cat.")).content == first.content
+    assert (await remember.ainvoke(call("Has a cat."))).content == first.content
+    reused = remember.invoke(call("Has a dog."))
+    assert reused.status == "error" and "already used with other arguments" in reused.content
+    assert memory.list_page(ALICE)[0] == []
+    # Without a tool call id (a plain call) nothing is receipted: it simply runs.
+    assert remember.invoke({"content": "Likes jazz."}).startswith("Remembered (id: ")
+
+
 def test_update_and_forget_reach_only_writable_kinds_of_the_write_scope() -> None:
     memory = _memory()
     fact = memory.add(create_memory_item(scope=ALICE, kind="fact", content="Works at Acme.", provenance=EXPLICIT))
