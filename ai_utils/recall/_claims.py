@@ -65,6 +65,9 @@ def _sql_swap(
     def swap(namespace: tuple[str, ...], key: str, expected: int, value: Mapping[str, Any]) -> bool:
         with guard, store_cursor(store) as cur:
             cur.execute(sql, (encode(dict(value)), store_prefix(store, namespace), key, version(expected)))
+            pipe = getattr(store, "pipe", None)
+            if pipe is not None:
+                pipe.sync()  # a PostgresStore in pipeline mode: the row count arrives only with the results
             return bool(cur.rowcount == 1)
 
     return swap

@@ -166,6 +166,20 @@ def test_two_workers_on_postgres_with_their_own_connections_run_each_job_once(po
         assert {j.state for j in finished if j} == {"succeeded"}
 
 
+def test_a_postgres_store_in_pipeline_mode_claims_and_records_jobs(postgres_uri: str) -> None:
+    from langgraph.store.postgres import PostgresStore
+
+    with fresh_database(postgres_uri) as uri:
+        with PostgresStore.from_conn_string(uri) as plain:
+            plain.setup()
+        with PostgresStore.from_conn_string(uri, pipeline=True) as store:
+            jobs = KnowledgeJobs(store)
+            job = jobs.enqueue("doc-piped", TENANT)
+            done = jobs.process_next(lambda j: None, worker_id="w", lease_seconds=30)
+            assert done is not None and (done.id, done.state) == (job.id, "succeeded")
+            assert jobs.get(job.id) == done
+
+
 def test_two_threads_on_one_in_memory_store_run_each_job_once() -> None:
     store = InMemoryStore()
     queue = KnowledgeJobs(store)
