@@ -142,8 +142,9 @@ class _Tools:
         if not call_id:
             return (yield from body)
         namespace = calls_namespace(self.store.namespace, scope)
-        key = hashlib.sha256(f"{name}\x00{call_id}".encode()).hexdigest()[:40]
-        digest = hashlib.sha256(json.dumps(dict(args), sort_keys=True, default=str).encode()).hexdigest()
+        # Keyed by the call id alone: the same id for another tool is another call, refused like other arguments.
+        key = hashlib.sha256(call_id.encode()).hexdigest()[:40]
+        digest = hashlib.sha256(json.dumps([name, dict(args)], sort_keys=True, default=str).encode()).hexdigest()
         (receipt,) = yield self.store._batch([_get(namespace, key)])
         if receipt is not None:
             if receipt.value.get("args") == digest and isinstance(answer := receipt.value.get("result"), str):

@@ -139,6 +139,11 @@ async def test_a_tool_call_retried_outside_a_tool_node_is_idempotent_too() -> No
     reused = remember.invoke(call("Has a dog."))
     assert reused.status == "error" and "already used with other arguments" in reused.content
     assert memory.list_page(ALICE)[0] == []
+    dog = memory.add(create_memory_item(scope=ALICE, kind="fact", content="Has a dog.", provenance=EXPLICIT))
+    forget = {"name": "memory_forget", "args": {"id": dog.id}, "id": "call-1", "type": "tool_call"}
+    other_tool = tools["memory_forget"].invoke(forget)  # the same call id for another tool is another call
+    assert other_tool.status == "error" and "already used with other arguments" in other_tool.content
+    assert memory.get(ALICE, dog.id) == dog
     # Without a tool call id (a plain call) nothing is receipted: it simply runs.
     assert remember.invoke({"content": "Likes jazz."}).startswith("Remembered (id: ")
 
