@@ -6,9 +6,10 @@ arguments. The argument schemas forbid every other field, so a model that names 
 gets a refusal, not a wider search. Update and forget only find items in the actor's write scope, so another
 user's item id is simply "not in your memory".
 
-A write is idempotent per tool call: its receipt (the call id, a digest of the arguments, the answer) is kept in
-the write scope's ``"calls"`` namespace, so a retried call with the same arguments answers as before without
-writing again, and a call id reused with other arguments is refused.
+A write is idempotent per tool call: its receipt (the call id, a digest of the tool and its arguments, the answer)
+is kept in the write scope's ``"calls"`` namespace, so a retried call with the same arguments answers as before
+without writing again, and a call id reused with other arguments (or for another tool) is refused. The call id
+comes from the tool call LangChain runs (a `ToolNode`'s or any ``tool.invoke(tool_call)``).
 """
 
 from __future__ import annotations
