@@ -9,7 +9,8 @@ has the version the writer read, and says whether it did. How depends on the bac
 - `PostgresStore`: one conditional ``UPDATE store ... WHERE prefix = %s AND key = %s AND value->>'version' = %s``
   on the store's own table and connection. A single statement is atomic under Postgres' row locking, so no
   transaction or advisory lock is needed: of two concurrent updates of a row the second re-checks the ``WHERE``
-  after the first commits and matches nothing. Its ``rowcount`` is the answer.
+  after the first commits and matches nothing. Its ``rowcount`` is the answer. It holds the store's own lock, as
+  the store's ``batch`` does, since the store's one connection serves one thread at a time.
 - `SqliteStore`: the same conditional ``UPDATE`` (``json_extract(value, '$.version')``); SQLite serialises
   writers on the database file, so it is atomic across processes too.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from langgraph.store.base import BaseStore
@@ -54,11 +56,18 @@ def _memory_swap(store: InMemoryStore) -> Swap:
 
 
 def _sql_swap(
-    store: BaseStore, sql: str, encode: Callable[[dict[str, Any]], Any], version: Callable[[int], Any]
+    store: BaseStore,
+    sql: str,
+    encode: Callable[[dict[str, Any]], Any],
+    version: Callable[[int], Any],
+    guard: AbstractContextManager[Any],
 ) -> Swap:
     def swap(namespace: tuple[str, ...], key: str, expected: int, value: Mapping[str, Any]) -> bool:
-        with store_cursor(store) as cur:
+        with guard, store_cursor(store) as cur:
             cur.execute(sql, (encode(dict(value)), store_prefix(store, namespace), key, version(expected)))
+            pipe = getattr(store, "pipe", None)
+            if pipe is not None:
+                pipe.sync()  # a PostgresStore in pipeline mode: the row count arrives only with the results
             return bool(cur.rowcount == 1)
 
     return swap
@@ -90,14 +99,16 @@ def swapper(store: BaseStore) -> Swap:
         if isinstance(store, PostgresStore):
             from psycopg.types.json import Jsonb
 
-            return _sql_swap(store, _POSTGRES_SWAP, Jsonb, str)
+            # `PostgresStore.batch` holds the store's lock while it uses its one connection; a plain cursor does not,
+            # so the swap takes it too: the lease renewer thread runs while the executor uses the same store.
+            return _sql_swap(store, _POSTGRES_SWAP, Jsonb, str, store.lock)
     if module.startswith("langgraph.store.sqlite"):
         from langgraph.store.sqlite import SqliteStore
 
         if isinstance(store, SqliteStore):
             import orjson
 
-            return _sql_swap(store, _SQLITE_SWAP, orjson.dumps, int)
+            return _sql_swap(store, _SQLITE_SWAP, orjson.dumps, int, nullcontext())  # its cursor takes its lock
     raise UserError(
         f"KnowledgeJobs needs a store it can compare-and-swap on: InMemoryStore, PostgresStore or SqliteStore, got "
         f"{type(store).__name__}. Pass one of those (async-only stores have no atomic update we can use)."

@@ -18,10 +18,11 @@ _LIMIT = 50
 
 
 def _entry(item: MemoryItem) -> dict[str, str]:
-    # format_memory_context's fields: "- [category] label (certainty_level, status)".
+    # format_memory_context's fields: "- [category] label (certainty_level, status)". The content goes on one
+    # line: a stored line break would let (model-written) text forge another item with another kind or provenance.
     return {
         "category": item.kind,
-        "label": item.content,
+        "label": " ".join(item.content.split()),
         "certainty_level": item.provenance["source"],
         "status": f"{item.scope.kind} memory",
     }

@@ -47,6 +47,7 @@ MAX_CONTENT_CHARS = 8_000
 _MAX_SUBJECT_CHARS = 256
 _MAX_ACTOR_CHARS = 200
 _SCHEMA = 1
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 ITEM_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """An item id (also what tools and cursors carry): matched whole, so no trailing newline gets through."""
@@ -189,7 +190,11 @@ class MemoryItem:
             raise UserError(f"Unknown memory kind {self.kind!r}. Use one of {', '.join(map(repr, MEMORY_KINDS))}.")
         _content(self.content)
         object.__setattr__(self, "provenance", _provenance(self.provenance))
-        _aware(self.created_at, "created_at")
+        if _aware(self.created_at, "created_at") < _EPOCH:
+            raise UserError(
+                f"created_at={self.created_at.isoformat()!r} is before 1970-01-01: list_page orders items by their "
+                "creation time as a non-negative number. Pass a creation time (`now`) from 1970-01-01 UTC on."
+            )
         _aware(self.updated_at, "updated_at")
         if self.expires_at is not None:
             _aware(self.expires_at, "expires_at")
@@ -252,8 +257,8 @@ def create_memory_item(
         The item, ``created_at == updated_at == now``.
 
     Raises:
-        UserError: empty or over-long content, an unknown kind or source, a bad scope or id, or an
-            ``expires_at`` that is not in the future.
+        UserError: empty or over-long content, an unknown kind or source, a bad scope or id, a ``now`` before
+            1970-01-01 UTC, or an ``expires_at`` that is not in the future.
     """
     the_scope = to_scope(scope)
     if kind not in MEMORY_KINDS:
@@ -284,7 +289,7 @@ def new_item_id() -> str:
 
 def micros(moment: datetime) -> int:
     """Microseconds since the epoch: the keyset position of ``created_at``."""
-    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    delta = moment - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 

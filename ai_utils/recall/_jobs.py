@@ -7,7 +7,9 @@ its lease every ``lease_seconds / 3`` while ``execute(job)`` runs, and records t
 that only succeeds while it still holds the claim: a worker whose lease expired and whose job another worker
 took cannot complete it (`KnowledgeJobLostError`). Transient failures (``TimeoutError``, ``ConnectionError``
 or an exception with ``transient = True``) put the job back in the queue until it has had ``max_attempts``
-(3) attempts; then, or on any other failure, it ends ``"failed"``. Executors must be idempotent: a process can
+(3) attempts; then, or on any other failure, it ends ``"failed"``. A lease that ran out (the worker died or
+stalled) counts as such a failure: a job still running on its last attempt when its lease ends is ``"failed"``
+with error ``"LeaseExpired"``, never handed out again. Executors must be idempotent: a process can
 die after its work is published but before the job is acknowledged, and the job then runs again.
 
 The pure steps (which job to claim, the claimed / renewed / finished values) exist once; `process_next` and
@@ -24,12 +26,13 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
 from langgraph.store.base import BaseStore, Item
 
+from ai_utils._secrets import redact_secrets
 from ai_utils.exceptions import AiUtilsError, UserError
 from ai_utils.recall._claims import Swap, swapper
 from ai_utils.recall._items import MemoryScope, micros, to_scope
@@ -41,14 +44,19 @@ logger = logging.getLogger("ai_utils.recall")
 
 JobState = Literal["queued", "running", "succeeded", "failed"]
 _SCHEMA = 1
-_CANDIDATES = 50
+_PAGE = 1_000
 _SOURCE_ID = re.compile(r"[\x21-\x7e]{1,512}")
 _WORKER_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 _JOB_ID = re.compile(r"j[0-9a-f]{32}")
-# A source id is an identifier: one that carries credentials (URL user info, token-like query parameters) is
-# refused, since the queue must never store them.
+_ASYNC_EXECUTE = "`execute` is async; call `await jobs.aprocess_next(execute, ...)` instead."
+_EXPIRED = "LeaseExpired"
+"""The `KnowledgeJob.error` of a job whose lease ran out on its last attempt (its worker died or stalled)."""
+# A source id is an identifier: one that carries credentials (URL user info, token-like query or fragment
+# parameters, a known key shape) is refused, since the queue must never store them.
 _CREDENTIALS = re.compile(
-    r"://[^/?#]*@|[?&;](?:[a-z_-]*(?:token|secret|password|passwd|api[_-]?key|signature|sig|auth)[a-z_-]*)=", re.I
+    r"://[^/?#]*@|[?&;#](?:key|[a-z_-]*(?:token|secret|password|passwd|api[_-]?key|private[_-]?key|credential"
+    r"|signature|sig|auth)[a-z_-]*)=",
+    re.I,
 )
 
 
@@ -152,10 +160,17 @@ def _finished(value: Mapping[str, Any], state: JobState, error: str | None) -> d
 
 @dataclass(slots=True)
 class _Hold:
-    """What a worker holds while its executor runs: the job value it last wrote, and whether it lost the claim."""
+    """What a worker holds while its executor runs: the job value it last wrote, and whether it lost the claim.
+
+    ``lock`` orders a renewal against the outcome: a renewal still running when the executor ends (a cancelled
+    task's thread goes on) would otherwise move the version under the outcome's swap, and the worker would lose
+    a job it held. Once ``closed``, no renewal is made.
+    """
 
     value: dict[str, Any]
     lost: bool = False
+    closed: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def _is_transient(error: Exception) -> bool:
@@ -210,9 +225,9 @@ class KnowledgeJobs:
                 f"`source_id` must be 1-512 printable ASCII characters without spaces, got {source_id!r}. "
                 "Enqueue the source's id; the queue never stores source bodies."
             )
-        if _CREDENTIALS.search(source_id):
+        if _CREDENTIALS.search(source_id) or redact_secrets(source_id)[1]:
             raise UserError(
-                "`source_id` looks like it carries credentials (URL user info or a token-like query parameter). "
+                "`source_id` looks like it carries credentials (URL user info, a token-like parameter or a key). "
                 "Enqueue a plain id and resolve credentials in `execute` from the host's secret store."
             )
         the_scope = to_scope(scope)
@@ -268,23 +283,45 @@ class KnowledgeJobs:
 
     # --- the worker's steps (blocking: the shells call them directly or in a thread) -----------------------
 
+    def _rows(self, state: str) -> list[Item]:
+        """Every job in ``state``, read page by page.
+
+        The SQL stores return the most recently updated first, so reading only the first page would leave the oldest
+        jobs waiting behind newer ones for as long as new ones keep coming.
+        """
+        rows: list[Item] = []
+        while True:
+            page = self.store.search(
+                self._ns, filter={"state": state}, limit=_PAGE, offset=len(rows), refresh_ttl=False
+            )
+            rows.extend(page)
+            if len(page) < _PAGE:
+                return [r for r in rows if r.namespace == self._ns]
+
     def _claim(self, worker_id: str, lease_seconds: float) -> _Hold | None:
-        queued = self.store.search(self._ns, filter={"state": "queued"}, limit=_CANDIDATES, refresh_ttl=False)
-        running = self.store.search(self._ns, filter={"state": "running"}, limit=_CANDIDATES, refresh_ttl=False)
-        rows = [r for r in (*queued, *running) if r.namespace == self._ns]
+        rows = [*self._rows("queued"), *self._rows("running")]
         for value in _pick(rows, time.time()):
+            if value["state"] == "running" and int(value["attempts"]) >= self.max_attempts:
+                # Its worker died or stalled on every attempt (a lease running out is a transient failure too):
+                # end the job instead of handing it out forever.
+                if self._swap(self._ns, value["id"], int(value["version"]), _finished(value, "failed", _EXPIRED)):
+                    logger.warning("Knowledge job %s lost its lease on its last attempt; it has failed.", value["id"])
+                continue
             claimed = _claimed(value, worker_id, lease_seconds)
             if self._swap(self._ns, value["id"], int(value["version"]), claimed):
                 return _Hold(claimed)
         return None
 
     def _renew(self, hold: _Hold, lease_seconds: float) -> bool:
-        renewed = _renewed(hold.value, lease_seconds)
-        if self._swap(self._ns, renewed["id"], int(hold.value["version"]), renewed):
-            hold.value = renewed
-            return True
-        hold.lost = True
-        return False
+        with hold.lock:
+            if hold.closed:
+                return False
+            renewed = _renewed(hold.value, lease_seconds)
+            if self._swap(self._ns, renewed["id"], int(hold.value["version"]), renewed):
+                hold.value = renewed
+                return True
+            hold.lost = True
+            return False
 
     def _outcome(self, hold: _Hold, error: Exception | None) -> tuple[JobState, str | None]:
         if error is None:
@@ -302,8 +339,11 @@ class KnowledgeJobs:
         return state, name
 
     def _finish(self, hold: _Hold, state: JobState, error: str | None, worker_id: str) -> KnowledgeJob:
-        done = _finished(hold.value, state, error)
-        if hold.lost or not self._swap(self._ns, done["id"], int(hold.value["version"]), done):
+        with hold.lock:
+            hold.closed = True
+            done = _finished(hold.value, state, error)
+            recorded = not hold.lost and self._swap(self._ns, done["id"], int(hold.value["version"]), done)
+        if not recorded:
             raise KnowledgeJobLostError(
                 f"Worker {worker_id!r} lost its claim on knowledge job {done['id']!r} (its lease ran out and another "
                 "worker took the job), so its outcome was not recorded. Keep executors idempotent and renewals "
@@ -335,8 +375,9 @@ class KnowledgeJobs:
             UserError: bad arguments (or an async ``execute``: use `aprocess_next`).
         """
         self._check_worker(worker_id, lease_seconds)
-        if inspect.iscoroutinefunction(execute):
-            raise UserError("`execute` is async; call `await jobs.aprocess_next(execute, ...)` instead.")
+        async_call = inspect.iscoroutinefunction(type(execute).__call__)  # an object with `async def __call__`
+        if inspect.iscoroutinefunction(execute) or async_call:
+            raise UserError(_ASYNC_EXECUTE)
         hold = self._claim(worker_id, lease_seconds)
         if hold is None:
             return None
@@ -350,15 +391,25 @@ class KnowledgeJobs:
         renewer = threading.Thread(target=renew, name=f"knowledge-lease-{hold.value['id']}", daemon=True)
         renewer.start()
         failure: Exception | None = None
+        unawaited = False
         try:
-            execute(_job(hold.value))
+            result = execute(_job(hold.value))
+            if inspect.isawaitable(result):
+                # Nothing ran (the work is in an awaitable this call cannot await): never record it as done.
+                if inspect.iscoroutine(result):
+                    result.close()
+                unawaited = True
+                failure = UserError(_ASYNC_EXECUTE)
         except Exception as error:
             failure = error
         finally:
             stop.set()
             renewer.join()
         state, name = self._outcome(hold, failure)
-        return self._finish(hold, state, name, worker_id)
+        done = self._finish(hold, state, name, worker_id)
+        if unawaited:
+            raise UserError(_ASYNC_EXECUTE)
+        return done
 
     async def aprocess_next(
         self,

@@ -304,11 +304,14 @@ class MemoryItemStore:
             twin = at_id if twin_id == item.id else (yield self._batch([GetOp(namespace, twin_id)]))[0]
             if _live(twin, now) and twin.value.get("dedupe") == item.dedupe_key:
                 return self._parse(twin, namespace)
-        if _live(at_id, now):
+        # Any stored row keeps its id, a forgotten or expired one too: reusing the id would overwrite the soft-deleted
+        # record and make `get(old id)` answer with the new item.
+        if at_id is not None:
             if item.id != "m" + item.dedupe_key:
                 raise UserError(
-                    f"Memory item id {item.id!r} is in use by another item of this scope. Leave `id` out of "
-                    "create_memory_item (ids are derived from the content) or pick a new one."
+                    f"Memory item id {item.id!r} is in use by another item of this scope (forgotten and expired "
+                    "items keep their ids). Leave `id` out of create_memory_item (ids are derived from the content) "
+                    "or pick a new one."
                 )
             item = dataclasses.replace(item, id=new_item_id())
         marker_op = PutOp(dedupe_ns, item.dedupe_key, {"id": item.id}, index=False)

@@ -103,6 +103,34 @@ def test_a_flaky_source_succeeds_on_a_retry_and_a_permanent_error_fails_at_once(
     )
 
 
+def test_the_oldest_job_is_claimed_first_also_behind_a_long_queue(make_store: StoreFactory) -> None:
+    jobs = KnowledgeJobs(make_store())
+    ids = [jobs.enqueue(f"doc-{n}", TENANT).id for n in range(120)]
+    claimed = [jobs.process_next(lambda j: None, worker_id="w") for _ in range(3)]
+    assert [j.id for j in claimed if j] == ids[:3]
+
+
+class WorkerDied(BaseException):
+    """Stands for a worker process dying mid-job: not an `Exception`, so nothing records an outcome."""
+
+
+def test_a_job_whose_workers_keep_dying_ends_failed_after_three_attempts(make_store: StoreFactory) -> None:
+    jobs = KnowledgeJobs(make_store())
+    poison = jobs.enqueue("doc-poison", TENANT)
+
+    def die(j: KnowledgeJob) -> None:
+        raise WorkerDied
+
+    for _ in range(3):
+        with pytest.raises(WorkerDied):
+            jobs.process_next(die, worker_id="w", lease_seconds=0.05)
+        time.sleep(0.1)  # the dead worker's lease runs out
+    assert jobs.process_next(die, worker_id="w", lease_seconds=0.05) is None  # not handed out a fourth time
+    final = jobs.get(poison.id)
+    assert final is not None and (final.state, final.attempts, final.error) == ("failed", 3, "LeaseExpired")
+    assert jobs.process_next(die, worker_id="w") is None
+
+
 def _drain(jobs: KnowledgeJobs, worker: str, executed: Counter[str], lock: threading.Lock) -> None:
     def execute(job: KnowledgeJob) -> None:
         with lock:
@@ -136,6 +164,20 @@ def test_two_workers_on_postgres_with_their_own_connections_run_each_job_once(po
         assert set(executed) == ids and set(executed.values()) == {1}
         finished = [queue.get(i) for i in ids]
         assert {j.state for j in finished if j} == {"succeeded"}
+
+
+def test_a_postgres_store_in_pipeline_mode_claims_and_records_jobs(postgres_uri: str) -> None:
+    from langgraph.store.postgres import PostgresStore
+
+    with fresh_database(postgres_uri) as uri:
+        with PostgresStore.from_conn_string(uri) as plain:
+            plain.setup()
+        with PostgresStore.from_conn_string(uri, pipeline=True) as store:
+            jobs = KnowledgeJobs(store)
+            job = jobs.enqueue("doc-piped", TENANT)
+            done = jobs.process_next(lambda j: None, worker_id="w", lease_seconds=30)
+            assert done is not None and (done.id, done.state) == (job.id, "succeeded")
+            assert jobs.get(job.id) == done
 
 
 def test_two_threads_on_one_in_memory_store_run_each_job_once() -> None:
@@ -207,6 +249,26 @@ def test_a_worker_whose_lease_was_stolen_cannot_complete_the_job(postgres_queue:
     assert final is not None and (final.state, final.worker_id) == ("succeeded", "worker-b")
 
 
+def test_the_lease_is_renewed_while_the_executor_uses_the_same_postgres_store(
+    postgres_queue: tuple[str, KnowledgeJobs],
+) -> None:
+    _, jobs = postgres_queue
+    job = jobs.enqueue("doc-busy", TENANT)
+    store = jobs.store
+
+    def ingest(j: KnowledgeJob) -> None:
+        # The usual executor writes what it ingests into the same store (one connection) for several leases.
+        until = time.monotonic() + 1.2
+        n = 0
+        while time.monotonic() < until:
+            store.put(("ingested", j.id), f"chunk-{n % 20}", {"text": "..."})
+            store.search(("ingested", j.id), limit=5)
+            n += 1
+
+    done = jobs.process_next(ingest, worker_id="busy-worker", lease_seconds=0.3)
+    assert done is not None and (done.id, done.state, done.attempts) == (job.id, "succeeded", 1)
+
+
 async def test_aprocess_next_awaits_an_async_executor_and_renews_its_lease() -> None:
     jobs = KnowledgeJobs(InMemoryStore())
     job = await jobs.aenqueue("doc-async", TENANT)
@@ -225,6 +287,44 @@ async def test_aprocess_next_awaits_an_async_executor_and_renews_its_lease() -> 
     assert renewed.is_set() and done is not None and (done.id, done.state) == (job.id, "succeeded")
 
 
+def test_an_executor_that_returns_an_awaitable_in_the_sync_call_never_counts_as_done() -> None:
+    class Ingest:
+        async def __call__(self, job: KnowledgeJob) -> None:
+            raise AssertionError("never awaited by the sync call")
+
+    async def ingest(job: KnowledgeJob) -> None:
+        raise AssertionError("never awaited by the sync call")
+
+    jobs = KnowledgeJobs(InMemoryStore())
+    first = jobs.enqueue("doc-1", TENANT)
+    with pytest.raises(UserError, match="aprocess_next"):
+        jobs.process_next(Ingest(), worker_id="w")
+    assert jobs.get(first.id).state == "queued"  # type: ignore[union-attr]  # refused before it was claimed
+    with pytest.raises(UserError, match="aprocess_next"):
+        jobs.process_next(lambda job: ingest(job), worker_id="w")
+    # Claimed, but nothing ran: it is never recorded as succeeded.
+    assert jobs.get(first.id).state == "failed"  # type: ignore[union-attr]
+
+
+class _SlowReadStore(InMemoryStore):
+    """An InMemoryStore whose reads take a while (a remote store under load): renewals are slow."""
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.15)
+        return super().get(*args, **kwargs)
+
+
+async def test_a_renewal_still_running_when_the_executor_ends_does_not_cost_the_claim() -> None:
+    jobs = KnowledgeJobs(_SlowReadStore())
+    job = jobs.enqueue("doc-slow", TENANT)
+
+    async def execute(j: KnowledgeJob) -> None:
+        await asyncio.sleep(0.2)  # ends while the first renewal (started at 0.1 s) is still reading
+
+    done = await jobs.aprocess_next(execute, worker_id="w", lease_seconds=0.3)
+    assert done is not None and (done.id, done.state) == (job.id, "succeeded")
+
+
 class _PlainStore(BaseStore):
     def batch(self, ops: Any) -> list[Any]:
         return []
@@ -240,6 +340,14 @@ class _PlainStore(BaseStore):
         (lambda j: j.enqueue("doc\n", TENANT), "printable ASCII"),
         (lambda j: j.enqueue("https://user:pw@host/doc", TENANT), "carries credentials"),
         (lambda j: j.enqueue("https://host/doc?access_token=abc", TENANT), "carries credentials"),
+        (
+            lambda j: j.enqueue("https://maps.example.com/doc?key=AIzaSyA1234567890abcdef", TENANT),
+            "carries credentials",
+        ),
+        (lambda j: j.enqueue("https://host/callback#access_token=abc", TENANT), "carries credentials"),
+        (lambda j: j.enqueue("https://host/doc?X-Amz-Credential=AKIAIOSFODNN7EXAMPLE", TENANT), "carries credentials"),
+        (lambda j: j.enqueue("https://host/doc?private_key=x", TENANT), "carries credentials"),
+        (lambda j: j.enqueue("ghp_16C7e42F292c6912E7710c838347Ae178B4a", TENANT), "carries credentials"),
         (lambda j: j.enqueue("doc-1", "acme"), "Expected a MemoryScope"),
         (lambda j: j.process_next(print, worker_id="bad id"), "worker_id"),
         (lambda j: j.process_next(print, worker_id="w", lease_seconds=0), "lease_seconds"),

@@ -55,6 +55,8 @@ def test_exact_duplicates_share_their_identity_and_id_but_other_scopes_and_kinds
         ({"scope": {"kind": "user"}}, "exactly 'kind' and 'subject_id'"),
         ({"scope": "alice"}, "Expected a MemoryScope"),
         ({"id": "has space"}, "1-64 letters"),
+        # Its keyset position would be negative: list_page would refuse its own next cursor.
+        ({"now": datetime(1969, 12, 31, 23, 59, tzinfo=UTC)}, "1970-01-01"),
     ],
 )
 def test_create_memory_item_refuses_bad_input_with_the_value_and_the_fix(

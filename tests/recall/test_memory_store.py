@@ -214,3 +214,23 @@ def test_constructor_and_call_arguments_are_checked(make_store: StoreFactory) ->
         memory.get(alice, "../etc\n")
     with pytest.raises(UserError, match="takes a MemoryItem"):
         memory.add({"content": "x"})  # type: ignore[arg-type]
+
+
+def test_a_forgotten_or_expired_items_id_is_never_given_to_a_new_item(make_store: StoreFactory) -> None:
+    memory = MemoryItemStore(make_store(), namespace="app")
+    alice = MemoryScope("user", "alice")
+    forgotten = memory.add(_item(alice, "Lives in Berlin."))
+    assert memory.forget(alice, forgotten.id) is True
+    # The same text remembered again is a new item: the forgotten one's id still answers "nothing".
+    again = memory.add(_item(alice, "Lives in Berlin."))
+    assert again.id != forgotten.id
+    assert memory.get(alice, forgotten.id) is None
+    assert memory.forget(alice, forgotten.id) is False
+    assert [i.id for i in memory.list_page(alice)[0]] == [again.id]
+
+    expired = memory.add(_item(alice, "Is on holiday.", expires_at=datetime.now(UTC) + timedelta(seconds=0.2)))
+    time.sleep(0.3)
+    fresh = memory.add(_item(alice, "Is on holiday."))
+    assert fresh.id != expired.id and memory.get(alice, expired.id) is None
+    with pytest.raises(UserError, match="in use"):
+        memory.add(_item(alice, "Something else.", id=forgotten.id))
