@@ -125,11 +125,12 @@ class _Tools:
             raise ToolException("Refused: the application could not tell whose memory this is.") from error
 
     def write_target(self, actor: Actor | None) -> MemoryScope:
+        # No user, no writes, whatever the write scope (SPEC §22): nobody to answer for a write to shared memory.
+        if actor is None or not actor.user_id:
+            raise ToolException("Refused: this conversation has no user, so nothing can be remembered.")
         if self.write_scope == "invocation-user":
-            if actor is None or not actor.user_id:
-                raise ToolException("Refused: this conversation has no user, so nothing can be remembered.")
             return MemoryScope("user", actor.user_id)
-        agent = actor.attributes.get(AGENT_ATTRIBUTE) if actor is not None else None
+        agent = actor.attributes.get(AGENT_ATTRIBUTE)
         if not isinstance(agent, str) or not agent:
             raise ToolException("Refused: no agent memory is configured for this conversation.")
         return MemoryScope("agent", agent)
@@ -320,8 +321,8 @@ def memory_tools(
         actor: whose memory: an `Actor` (or mapping) the host authenticated, or ``fn(context) -> Actor`` called per
             tool call with the run's ``context``. Search reads every scope the actor carries (user, agent via
             ``attributes["agent_id"]``, tenant, session); writes go to ``write_scope``.
-        write_scope: ``"invocation-user"`` (the actor's user; without one there are no write tools) or
-            ``"agent"`` (the actor's ``attributes["agent_id"]``).
+        write_scope: ``"invocation-user"`` (the actor's user) or ``"agent"`` (the actor's ``attributes["agent_id"]``).
+            Either way an actor without a user gets no write tools (a callable actor's writes are refused).
         grant: which tools to give: ``"search"``, ``"remember"``, ``"update"``, ``"forget"``.
         writable_kinds: the kinds the model may write, update and forget (the first is ``remember``'s default).
 
@@ -330,8 +331,8 @@ def memory_tools(
         they are wrapped as ``memory`` segments.
 
     Raises:
-        UserError: an unknown grant, kind or write scope; ``write_scope="agent"`` with a fixed actor that has no
-            ``attributes["agent_id"]``.
+        UserError: an unknown grant, kind or write scope; ``write_scope="agent"`` with a fixed actor (with a user)
+            that has no ``attributes["agent_id"]``.
     """
     if not isinstance(store, MemoryItemStore):
         raise UserError(
@@ -342,12 +343,12 @@ def memory_tools(
     fixed = not callable(actor) or isinstance(actor, Actor)
     the_actor = to_actor(actor) if fixed else None  # type: ignore[arg-type]
     can_write = True
-    if fixed and write_scope == "invocation-user":
-        can_write = the_actor is not None and bool(the_actor.user_id)
-    elif fixed and not (the_actor is not None and the_actor.attributes.get(AGENT_ATTRIBUTE)):
-        raise UserError(
-            "write_scope='agent' needs the actor's agent id: pass actor=Actor(..., attributes={'agent_id': ...})."
-        )
+    if fixed:
+        can_write = the_actor is not None and bool(the_actor.user_id)  # no actor user: no write tools
+        if can_write and write_scope == "agent" and not the_actor.attributes.get(AGENT_ATTRIBUTE):  # type: ignore[union-attr]
+            raise UserError(
+                "write_scope='agent' needs the actor's agent id: pass actor=Actor(..., attributes={'agent_id': ...})."
+            )
     tools = _Tools(store, actor if not fixed else the_actor, write_scope, kinds)
     made: list[BaseTool] = []
     if "search" in grants and (not fixed or (the_actor is not None and actor_scopes(the_actor))):

@@ -214,6 +214,16 @@ def test_agent_write_scope_writes_agent_memory() -> None:
     Agent(llm=llm, tools=tools).invoke("Remember our release day.")
     assert [i.content for i in memory.list_page(MemoryScope("agent", "release-bot"))[0]] == ["Ship on Fridays."]
     assert memory.list_page(ALICE)[0] == []
+    # No actor user, no write tools, whatever the write scope (a callable actor's writes are refused).
+    nobody = Actor(tenant_id="t", attributes={"agent_id": "release-bot"})
+    assert [t.name for t in memory_tools(memory, actor=nobody, write_scope="agent")] == ["memory_search"]
+    llm = FakeChatModel([{"tool_calls": [{"id": "n", "name": "memory_remember", "args": {"content": "x"}}]}, "ok"])
+    Agent(llm=llm, tools=memory_tools(memory, actor=lambda context: nobody, write_scope="agent")).invoke(
+        "hi", context={}
+    )
+    refused = _results(llm, 1)["n"]
+    assert refused.status == "error" and "no user" in refused.text
+    assert [i.content for i in memory.list_page(MemoryScope("agent", "release-bot"))[0]] == ["Ship on Fridays."]
 
 
 @pytest.mark.parametrize(
