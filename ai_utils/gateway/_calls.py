@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
-__all__ = ["invoked_model", "message_view", "read_result", "tool_names"]
+__all__ = ["invoked_model", "message_view", "non_finite_in", "read_result", "tool_names"]
 
 
 def invoked_model(invocation_params: Any) -> str | None:
@@ -65,3 +66,37 @@ def read_result(response: LLMResult, request_id: str) -> tuple[str, list[str], d
         if isinstance(token_usage, Mapping):
             usage = dict(token_usage)
     return "".join(texts), tools_used, usage
+
+
+# Deeper than any tool argument or usage record a provider sends; past it a value counts as unreadable (bounded walk).
+_MAX_DEPTH = 64
+
+
+def _non_finite(value: Any, depth: int = 0) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if depth > _MAX_DEPTH:
+        return isinstance(value, (Mapping, list, tuple))
+    if isinstance(value, Mapping):
+        return any(_non_finite(item, depth + 1) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_non_finite(item, depth + 1) for item in value)
+    return False
+
+
+def non_finite_in(response: LLMResult, usage: Mapping[str, Any] | None) -> str | None:
+    """Where a reply carries a non-finite number: ``"its token usage"``, ``"the arguments of tool call 'x'"``, or None.
+
+    ``NaN``/``Infinity`` are not JSON, so only a broken or hostile provider sends them; Python's JSON parsers (the
+    SDKs', LangChain's for tool arguments) accept them.
+    """
+    if usage is not None and _non_finite(usage):
+        return "its token usage"
+    for batch in response.generations:
+        for generation in batch:
+            message = generation.message if isinstance(generation, ChatGeneration) else None
+            if isinstance(message, AIMessage):
+                for call in message.tool_calls:
+                    if _non_finite(call["args"]):
+                        return f"the arguments of tool call {call['name']!r}"
+    return None

@@ -22,7 +22,8 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
 from ai_utils._json import RawJSON
-from ai_utils.gateway._calls import invoked_model, message_view, read_result, tool_names
+from ai_utils.exceptions import ModelOutputError
+from ai_utils.gateway._calls import invoked_model, message_view, non_finite_in, read_result, tool_names
 from ai_utils.gateway._secrets import scrub, scrub_error
 from ai_utils.gateway._tap import POLICY_TAP, PolicyTap
 from ai_utils.gateway.actor import Actor
@@ -184,6 +185,8 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         if pending is None:
             return
         text, tools_used, usage = read_result(response, pending.request_id)
+        if (where := non_finite_in(response, usage)) is not None:
+            self._fail_non_finite(pending, where, tools_used)
         if pending.tap is not None:
             text, tapped = pending.tap.after_call(text)
             pending.decisions.extend(tapped)
@@ -198,6 +201,27 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             raise
         if self.recorder.on_event is not None:  # no event to build for nobody (two calls a model call)
             self._emit("llm.call.succeeded", pending, latency, usage=usage, tools_used=tools_used)
+
+    def _fail_non_finite(self, pending: _Pending, where: str, tools_used: list[str]) -> None:
+        """A reply with ``NaN``/``Infinity`` is no answer: a ``failed`` row (without the unusable usage), then raise.
+
+        `ModelOutputError` is raised from ``on_llm_end`` (``raise_error=True``), so no caller ever reads the numbers.
+        """
+        message = (
+            f"The provider's reply carries a non-finite number (NaN or Infinity) in {where}; JSON has no such "
+            "numbers, so the reply is broken and was not used."
+        )
+        latency = (time.perf_counter() - pending.started) * 1000
+        entry = self._entry(
+            pending, "failed", latency, tools_used=tools_used, error_type="provider", error_message=message
+        )
+        self.last_entry = entry
+        try:
+            self.recorder.write(entry)
+        except GatewayError:
+            pass  # on_audit_error has the row; the broken reply is what the caller must see.
+        self._emit("llm.call.failed", pending, latency, error_type="provider", error_message=message)
+        raise ModelOutputError(message, errors=message, attempts=1)
 
     def on_llm_error(
         self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any

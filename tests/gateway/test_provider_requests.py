@@ -6,6 +6,7 @@ The fixtures set ``ANTHROPIC_API_KEY`` + ``ANTHROPIC_BASE_URL`` (and the others)
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -15,7 +16,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
 
-from ai_utils import ModelProfiles
+from ai_utils import ModelOutputError, ModelProfiles
 from ai_utils.gateway import DroppedContentReport, Gateway, GatewayError, MemoryAuditSink, Route
 
 ACTOR = {"user_id": "u1"}
@@ -319,3 +320,49 @@ def test_gateway_llm_scrubs_an_echoed_key_too(
 
     assert secret not in str(info.value) and "[REDACTED:api_key]" in str(info.value)
     assert secret not in (sink.entries[0].error_message or "")
+
+
+def _anthropic_reply(usage: str, args: str) -> str:
+    return (
+        '{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi"},'
+        f'{{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{args}}}],"stop_reason":"tool_use",'
+        f'"stop_sequence":null,"usage":{{"input_tokens":{usage},"output_tokens":3}}}}'
+    )
+
+
+def _deepseek_reply(usage: str, args: str) -> str:
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": args}}
+    return (
+        '{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,'
+        f'"finish_reason":"tool_calls","message":{{"role":"assistant","content":"hi","tool_calls":[{json.dumps(call)}]}}}}],'
+        f'"usage":{{"prompt_tokens":{usage},"completion_tokens":3,"total_tokens":5}}}}'
+    )
+
+
+# The provider SDKs' own pydantic models warn about a float where they expect an int before ai_utils sees the reply.
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
+@pytest.mark.parametrize(
+    ("provider", "body", "where"),
+    [
+        ("anthropic", _anthropic_reply("NaN", '{"city":"Paris"}'), "token usage"),
+        ("anthropic", _anthropic_reply("3", '{"city":Infinity}'), "get_weather"),
+        ("deepseek", _deepseek_reply("1e999", '{"city":"Paris"}'), "token usage"),
+        ("deepseek", _deepseek_reply("3", '{"city": {"lat": NaN}}'), "get_weather"),
+    ],
+)
+async def test_a_reply_with_non_finite_numbers_is_a_model_output_error_and_a_failed_row(
+    request: pytest.FixtureRequest, provider: str, body: str, where: str
+) -> None:
+    server, route = _route(request, provider)
+    server.fail(200, body=body, times=2)
+    sink = MemoryAuditSink()
+    events: list[Any] = []
+    gateway = Gateway(routes=[route], audit=sink, on_event=events.append)
+
+    with pytest.raises(ModelOutputError, match=where):
+        gateway.complete("support", "weather in Paris?", actor=ACTOR, tools=[get_weather])
+    with pytest.raises(ModelOutputError, match="non-finite"):
+        await gateway.acomplete("support", "weather in Paris?", actor=ACTOR, tools=[get_weather])
+
+    assert [(e.status, e.error_type, e.usage) for e in sink.entries] == [("failed", "provider", None)] * 2
+    assert [e.type for e in events if e.type != "llm.call.started"] == ["llm.call.failed"] * 2
