@@ -6,6 +6,7 @@ The fixtures set ``ANTHROPIC_API_KEY`` + ``ANTHROPIC_BASE_URL`` (and the others)
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from typing import Any
@@ -366,3 +367,31 @@ async def test_a_reply_with_non_finite_numbers_is_a_model_output_error_and_a_fai
 
     assert [(e.status, e.error_type, e.usage) for e in sink.entries] == [("failed", "provider", None)] * 2
     assert [e.type for e in events if e.type != "llm.call.started"] == ["llm.call.failed"] * 2
+
+
+def _gemini_image_reply(data: str, mime_type: str) -> dict[str, Any]:
+    part = {"inlineData": {"mimeType": mime_type, "data": data}}
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": "Here:"}, part]}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
+    }
+
+
+def test_an_image_the_provider_returns_is_typed_by_its_bytes(gemini_server: FakeGeminiServer) -> None:
+    png = PNG_URL.partition(",")[2]
+    gemini_server.fail(200, body=_gemini_image_reply(png, "image/../../x"))
+    sink = MemoryAuditSink()
+    gateway = Gateway(routes=[Route("draw", "gemini", "gemini-3.5-flash-image", {"max_retries": 0})], audit=sink)
+
+    response = gateway.complete("draw", "draw a dot", actor=ACTOR)
+
+    [image] = [block for block in response.content_blocks if block["type"] == "image"]
+    assert image["mime_type"] == "image/png"
+
+    html = base64.b64encode(b"<html><script>alert(1)</script></html>").decode()
+    gemini_server.fail(200, body=_gemini_image_reply(html, "image/png"))
+    with pytest.raises(ModelOutputError, match="not a PNG, JPEG, GIF or WebP image"):
+        gateway.complete("draw", "draw a dot", actor=ACTOR)
+    assert [(e.status, e.error_type) for e in sink.entries] == [("succeeded", None), ("failed", "provider")]
