@@ -395,3 +395,20 @@ def test_an_image_the_provider_returns_is_typed_by_its_bytes(gemini_server: Fake
     with pytest.raises(ModelOutputError, match="not a PNG, JPEG, GIF or WebP image"):
         gateway.complete("draw", "draw a dot", actor=ACTOR)
     assert [(e.status, e.error_type) for e in sink.entries] == [("succeeded", None), ("failed", "provider")]
+
+
+def test_a_key_echoed_in_a_retried_gemini_error_never_reaches_the_log(
+    gemini_server: FakeGeminiServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "AIza-live-ECHOED-0123456789abcdef"
+    monkeypatch.setenv("GOOGLE_API_KEY", secret)
+    # google-genai logs every retry with the error body it got; a broken server echoes the key it was sent.
+    gemini_server.fail(503, message=f"overloaded for key {secret}", times=2)
+    gateway = Gateway(routes=[Route("support", "gemini", "gemini-3.5-flash", {"max_retries": 1})])
+
+    with caplog.at_level(logging.DEBUG), pytest.raises(Exception) as info:
+        gateway.complete("support", "hi", actor=ACTOR)
+
+    assert len(gemini_server.calls) == 2
+    assert "Retrying" in caplog.text and "[REDACTED:api_key]" in caplog.text
+    assert secret not in caplog.text and secret not in str(info.value)
