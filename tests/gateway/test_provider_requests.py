@@ -207,6 +207,7 @@ def test_options_a_provider_does_not_take_are_dropped_and_reported_by_default_in
         )
     assert set(response.dropped_content.options) == {"betas", "response_format"}
     assert "betas" in caplog.text and "response_format" in caplog.text
+    assert "strict_text_only" not in caplog.text  # it refuses non-text content, not options
     [call] = deepseek_server.calls
     assert "response_format" not in call.body and "betas" not in call.body
     gateway.complete("support", "hi", actor=ACTOR, response_format="json_object")
