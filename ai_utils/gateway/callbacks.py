@@ -22,7 +22,8 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
 from ai_utils._json import RawJSON
-from ai_utils.gateway._calls import invoked_model, message_view, read_result, tool_names
+from ai_utils.exceptions import ModelOutputError
+from ai_utils.gateway._calls import check_images, invoked_model, message_view, non_finite_in, read_result, tool_names
 from ai_utils.gateway._secrets import scrub, scrub_error
 from ai_utils.gateway._tap import POLICY_TAP, PolicyTap
 from ai_utils.gateway.actor import Actor
@@ -184,6 +185,10 @@ class GatewayCallbackHandler(BaseCallbackHandler):
         if pending is None:
             return
         text, tools_used, usage = read_result(response, pending.request_id)
+        if (where := non_finite_in(response, usage)) is not None:
+            self._fail_broken_reply(pending, tools_used, f"a non-finite number (NaN or Infinity) in {where}")
+        if (where := check_images(response)) is not None:
+            self._fail_broken_reply(pending, tools_used, f"{where} whose bytes are not a PNG, JPEG, GIF or WebP image")
         if pending.tap is not None:
             text, tapped = pending.tap.after_call(text)
             pending.decisions.extend(tapped)
@@ -198,6 +203,24 @@ class GatewayCallbackHandler(BaseCallbackHandler):
             raise
         if self.recorder.on_event is not None:  # no event to build for nobody (two calls a model call)
             self._emit("llm.call.succeeded", pending, latency, usage=usage, tools_used=tools_used)
+
+    def _fail_broken_reply(self, pending: _Pending, tools_used: list[str], problem: str) -> None:
+        """A reply with ``NaN``/``Infinity`` or a fake image is no answer: a ``failed`` row (without its usage).
+
+        `ModelOutputError` is raised from ``on_llm_end`` (``raise_error=True``), so no caller ever reads the reply.
+        """
+        message = f"The provider's reply carries {problem}; the reply is broken and was not used."
+        latency = (time.perf_counter() - pending.started) * 1000
+        entry = self._entry(
+            pending, "failed", latency, tools_used=tools_used, error_type="provider", error_message=message
+        )
+        self.last_entry = entry
+        try:
+            self.recorder.write(entry)
+        except GatewayError:
+            pass  # on_audit_error has the row; the broken reply is what the caller must see.
+        self._emit("llm.call.failed", pending, latency, error_type="provider", error_message=message)
+        raise ModelOutputError(message, errors=message, attempts=1)
 
     def on_llm_error(
         self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any

@@ -283,11 +283,15 @@ def log_dropped_content(report: DroppedContentReport, *, feature: str, provider:
         provider: the route's provider.
         model: the route's model.
     """
+    # strict_text_only refuses non-text content only; for request options the provider does not take, the fix is
+    # not to ask for them on this route.
+    content = report.images or report.tool_calls or report.tool_results or report.tools or report.other
+    fix = "strict_text_only=True to refuse such calls" if content else "leave these options out for this provider"
     logger.warning(
-        "Gateway feature %r (%s:%s) did not send %s. Pass on_dropped_content=... to handle it, or "
-        "strict_text_only=True to refuse such calls.",
+        "Gateway feature %r (%s:%s) did not send %s. Pass on_dropped_content=... to handle it, or %s.",
         feature,
         provider,
         model,
         report.describe(),
+        fix,
     )

@@ -25,11 +25,12 @@ from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
 
+from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from ai_utils.exceptions import UserError
+from ai_utils.exceptions import ModelOutputError, UserError
 from ai_utils.gateway.actor import Actor
 from ai_utils.gateway.gateway import Gateway
 
@@ -200,8 +201,14 @@ class LLMJudge:
 
         Raises:
             GatewayError: the gateway denied the judge's call.
+            ModelOutputError: the model answered without scores that fit the rubric (plain text, a non-finite or
+                out-of-range score).
         """
-        return self._score(self._model(parent_run_id).invoke(self._messages(task, subject, reference)))
+        try:
+            output = self._model(parent_run_id).invoke(self._messages(task, subject, reference))
+        except (OutputParserException, ValidationError) as error:
+            raise _unscored(error) from error
+        return self._score(output)
 
     async def aevaluate(
         self, task: str, subject: Any, reference: Any = None, *, parent_run_id: str | UUID | None = None
@@ -216,10 +223,20 @@ class LLMJudge:
 
         Returns:
             The `JudgeResult`.
-        """
-        return self._score(await self._model(parent_run_id).ainvoke(self._messages(task, subject, reference)))
 
-    def _score(self, output: _JudgeOutput) -> JudgeResult:
+        Raises:
+            GatewayError: the gateway denied the judge's call.
+            ModelOutputError: the model answered without scores that fit the rubric (see `evaluate`).
+        """
+        try:
+            output = await self._model(parent_run_id).ainvoke(self._messages(task, subject, reference))
+        except (OutputParserException, ValidationError) as error:
+            raise _unscored(error) from error
+        return self._score(output)
+
+    def _score(self, output: _JudgeOutput | None) -> JudgeResult:
+        if not isinstance(output, _JudgeOutput):  # a plain-text answer where the scores were asked for
+            raise _unscored(None)
         given = {d.name: d for d in output.dimensions}
         scored = [
             given.get(d.name)
@@ -235,6 +252,17 @@ class LLMJudge:
             passed=score >= self.rubric.pass_threshold,
             dimensions=scored,
         )
+
+
+def _unscored(error: Exception | None) -> ModelOutputError:
+    problem = "no scores" if error is None else f"scores that do not fit the rubric's schema ({type(error).__name__})"
+    detail = str(error)[:500] if error is not None else "no structured output"
+    return ModelOutputError(
+        f"The judge's model answered with {problem}: each dimension needs a finite score between 0 and 1. "
+        "Try again or route the judge to a model that supports structured output.",
+        errors=detail,
+        attempts=1,
+    )
 
 
 def _structured(llm: BaseChatModel) -> Any:

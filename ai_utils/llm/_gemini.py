@@ -9,6 +9,8 @@ the API root (``https://generativelanguage.googleapis.com``). The Developer API 
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 import weakref
 from typing import Any
 
@@ -24,6 +26,44 @@ except ImportError as _import_error:
     raise missing_extra("langchain-google-genai", extra="gemini", feature='get_llm("gemini")') from _import_error
 
 __all__ = ["ChatGeminiModel", "chat_gemini"]
+
+# Shorter values are not keys (a dummy "k" would blank every "k" in a log line).
+_MIN_KEY = 8
+
+
+class _KeyScrubber(logging.Filter):
+    """Replace the keys of the Gemini models built here in the SDK's log lines.
+
+    google-genai logs each retry at INFO with the error it got, quoting the provider's error body; a broken or
+    hostile server that echoes the key it was sent would put the key in the application's logs.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: set[str] = set()
+        self.lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.keys:
+            return True
+        text = record.getMessage()
+        found = [key for key in self.keys if key in text]
+        if found:
+            for key in found:
+                text = text.replace(key, "[REDACTED:api_key]")
+            record.msg, record.args = text, None
+        return True
+
+
+_SCRUBBER = _KeyScrubber()
+# The logger google-genai's retries log to (a filter sees only records logged to its own logger).
+logging.getLogger("google_genai._api_client").addFilter(_SCRUBBER)
+
+
+def _scrub_in_logs(key: str) -> None:
+    if len(key) >= _MIN_KEY and key not in _SCRUBBER.keys:
+        with _SCRUBBER.lock:
+            _SCRUBBER.keys = {*_SCRUBBER.keys, key}  # a new set: `filter` iterates without the lock
 
 
 async def _close_loop_pool(pool: Any) -> None:
@@ -84,6 +124,7 @@ def chat_gemini(
     Returns:
         The chat model.
     """
+    _scrub_in_logs(api_key)
     params: dict[str, Any] = {"model": model, "api_key": api_key, "base_url": base_url, **kwargs}
     params.setdefault("vertexai", False)
     if "max_retries" in params:

@@ -4,8 +4,9 @@ import json
 from typing import Any
 
 import pytest
+from _provider_servers import FakeDeepSeekServer
 
-from ai_utils.exceptions import UserError
+from ai_utils.exceptions import ModelOutputError, UserError
 from ai_utils.gateway import Gateway, GatewayError, MemoryAuditSink, Route
 from ai_utils.gateway.judge import JudgeRubric, LLMJudge
 
@@ -109,3 +110,31 @@ def test_invalid_rubrics_are_user_errors() -> None:
     assert (
         LLMJudge(gateway=gateway, feature="j", rubric=JudgeRubric.model_validate(RUBRIC)).rubric.pass_threshold == 0.75
     )
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "It looks fine to me.",
+        '{"dimensions": [{"name": "accuracy", "score": NaN, "reasoning": "r", "evidence": []}]}',
+        '{"dimensions": [{"name": "accuracy", "score": Infinity, "reasoning": "r", "evidence": []}]}',
+        _reply(accuracy=7.0),
+    ],
+)
+async def test_a_reply_without_usable_scores_is_a_model_output_error(reply: str) -> None:
+    judge, _, _ = _judge(reply, reply)
+    with pytest.raises(ModelOutputError, match="judge's model"):
+        judge.evaluate("t", "s")
+    with pytest.raises(ModelOutputError, match="judge's model"):
+        await judge.aevaluate("t", "s")
+
+
+def test_a_judge_whose_provider_answers_in_plain_text_raises_a_model_output_error(
+    deepseek_server: FakeDeepSeekServer,
+) -> None:
+    # DeepSeek's structured output is a tool call; a model that answers in text instead leaves nothing to parse.
+    deepseek_server.reply("All good, 10/10.")
+    gateway = Gateway(routes=[Route("judge", "deepseek", "deepseek-chat", {"max_retries": 0})])
+    judge = LLMJudge(gateway=gateway, feature="judge", rubric=RUBRIC, actor={"user_id": "ops"})
+    with pytest.raises(ModelOutputError, match="no scores"):
+        judge.evaluate("t", "s", parent_run_id="run-1")

@@ -6,6 +6,8 @@ The fixtures set ``ANTHROPIC_API_KEY`` + ``ANTHROPIC_BASE_URL`` (and the others)
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 from typing import Any
 
@@ -15,7 +17,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
 
-from ai_utils import ModelProfiles
+from ai_utils import ModelOutputError, ModelProfiles
 from ai_utils.gateway import DroppedContentReport, Gateway, GatewayError, MemoryAuditSink, Route
 
 ACTOR = {"user_id": "u1"}
@@ -205,6 +207,7 @@ def test_options_a_provider_does_not_take_are_dropped_and_reported_by_default_in
         )
     assert set(response.dropped_content.options) == {"betas", "response_format"}
     assert "betas" in caplog.text and "response_format" in caplog.text
+    assert "strict_text_only" not in caplog.text  # it refuses non-text content, not options
     [call] = deepseek_server.calls
     assert "response_format" not in call.body and "betas" not in call.body
     gateway.complete("support", "hi", actor=ACTOR, response_format="json_object")
@@ -319,3 +322,94 @@ def test_gateway_llm_scrubs_an_echoed_key_too(
 
     assert secret not in str(info.value) and "[REDACTED:api_key]" in str(info.value)
     assert secret not in (sink.entries[0].error_message or "")
+
+
+def _anthropic_reply(usage: str, args: str) -> str:
+    return (
+        '{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi"},'
+        f'{{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{args}}}],"stop_reason":"tool_use",'
+        f'"stop_sequence":null,"usage":{{"input_tokens":{usage},"output_tokens":3}}}}'
+    )
+
+
+def _deepseek_reply(usage: str, args: str) -> str:
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": args}}
+    return (
+        '{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,'
+        f'"finish_reason":"tool_calls","message":{{"role":"assistant","content":"hi","tool_calls":[{json.dumps(call)}]}}}}],'
+        f'"usage":{{"prompt_tokens":{usage},"completion_tokens":3,"total_tokens":5}}}}'
+    )
+
+
+# The provider SDKs' own pydantic models warn about a float where they expect an int before ai_utils sees the reply.
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
+@pytest.mark.parametrize(
+    ("provider", "body", "where"),
+    [
+        ("anthropic", _anthropic_reply("NaN", '{"city":"Paris"}'), "token usage"),
+        ("anthropic", _anthropic_reply("3", '{"city":Infinity}'), "get_weather"),
+        ("deepseek", _deepseek_reply("1e999", '{"city":"Paris"}'), "token usage"),
+        ("deepseek", _deepseek_reply("3", '{"city": {"lat": NaN}}'), "get_weather"),
+    ],
+)
+async def test_a_reply_with_non_finite_numbers_is_a_model_output_error_and_a_failed_row(
+    request: pytest.FixtureRequest, provider: str, body: str, where: str
+) -> None:
+    server, route = _route(request, provider)
+    server.fail(200, body=body, times=2)
+    sink = MemoryAuditSink()
+    events: list[Any] = []
+    gateway = Gateway(routes=[route], audit=sink, on_event=events.append)
+
+    with pytest.raises(ModelOutputError, match=where):
+        gateway.complete("support", "weather in Paris?", actor=ACTOR, tools=[get_weather])
+    with pytest.raises(ModelOutputError, match="non-finite"):
+        await gateway.acomplete("support", "weather in Paris?", actor=ACTOR, tools=[get_weather])
+
+    assert [(e.status, e.error_type, e.usage) for e in sink.entries] == [("failed", "provider", None)] * 2
+    assert [e.type for e in events if e.type != "llm.call.started"] == ["llm.call.failed"] * 2
+
+
+def _gemini_image_reply(data: str, mime_type: str) -> dict[str, Any]:
+    part = {"inlineData": {"mimeType": mime_type, "data": data}}
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": "Here:"}, part]}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
+    }
+
+
+def test_an_image_the_provider_returns_is_typed_by_its_bytes(gemini_server: FakeGeminiServer) -> None:
+    png = PNG_URL.partition(",")[2]
+    gemini_server.fail(200, body=_gemini_image_reply(png, "image/../../x"))
+    sink = MemoryAuditSink()
+    gateway = Gateway(routes=[Route("draw", "gemini", "gemini-3.5-flash-image", {"max_retries": 0})], audit=sink)
+
+    response = gateway.complete("draw", "draw a dot", actor=ACTOR)
+
+    [image] = [block for block in response.content_blocks if block["type"] == "image"]
+    assert image["mime_type"] == "image/png"
+
+    html = base64.b64encode(b"<html><script>alert(1)</script></html>").decode()
+    gemini_server.fail(200, body=_gemini_image_reply(html, "image/png"))
+    with pytest.raises(ModelOutputError, match="not a PNG, JPEG, GIF or WebP image"):
+        gateway.complete("draw", "draw a dot", actor=ACTOR)
+    assert [(e.status, e.error_type) for e in sink.entries] == [("succeeded", None), ("failed", "provider")]
+
+
+def test_a_key_echoed_in_a_retried_gemini_error_never_reaches_the_log(
+    gemini_server: FakeGeminiServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "AIza-live-ECHOED-0123456789abcdef"
+    monkeypatch.setenv("GOOGLE_API_KEY", secret)
+    # google-genai logs every retry with the error body it got; a broken server echoes the key it was sent.
+    gemini_server.fail(503, message=f"overloaded for key {secret}", times=2)
+    gateway = Gateway(routes=[Route("support", "gemini", "gemini-3.5-flash", {"max_retries": 1})])
+
+    with caplog.at_level(logging.DEBUG), pytest.raises(Exception) as info:
+        gateway.complete("support", "hi", actor=ACTOR)
+
+    assert len(gemini_server.calls) == 2
+    assert "Retrying" in caplog.text and "[REDACTED:api_key]" in caplog.text
+    assert secret not in caplog.text and secret not in str(info.value)
