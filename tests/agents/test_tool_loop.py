@@ -12,6 +12,7 @@ import pytest
 from langchain.tools import ToolRuntime
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ai_utils import (
@@ -158,6 +159,39 @@ def test_a_tool_result_reaches_the_model_as_json_and_its_action_reaches_the_call
     assert result.status == "success" and result.artifact is None
     assert run.actions == [AgentAction("booking", {"day": "Mon"})]
     assert all("booking" not in str(m.content) for m in llm.calls[1])
+
+
+class Booker(BaseTool):
+    """A tool written as a `BaseTool` subclass (not a function), as tool libraries ship them."""
+
+    name: str = "book"
+    description: str = "Book a day."
+
+    def _run(self, day: str) -> ToolResult:
+        return book(day)
+
+    async def _arun(self, day: str) -> ToolResult:
+        return ToolResult("error", f"No slot on {day}.", action=AgentAction("waitlist", {"day": day}))
+
+
+def test_a_base_tool_subclass_may_return_a_tool_result_too() -> None:
+    llm = FakeChatModel([call("book", day="Mon"), "Done."])
+    run = Agent(llm=llm, tools=[Booker()]).invoke("Book", details=True)
+    (result,) = tool_results(llm.calls[1])
+    assert json.loads(result.text) == {"status": "ok", "message": "Proposed Mon.", "data": {"day": "Mon"}}
+    assert result.status == "success" and result.artifact is None
+    assert run.actions == [AgentAction("booking", {"day": "Mon"})]
+    assert all("booking" not in str(m.content) for m in llm.calls[1])
+
+
+async def test_a_base_tool_subclass_runs_its_own_arun_once_in_async_runs() -> None:
+    llm = FakeChatModel([call("book", day="Mon"), "Done."])
+    run = await Agent(llm=llm, tools=[Booker()]).ainvoke("Book", details=True)
+    (result,) = tool_results(llm.calls[1])
+    assert json.loads(result.text) == {"status": "error", "message": "No slot on Mon.", "data": None}
+    assert result.status == "error" and result.artifact is None
+    assert run.actions == [AgentAction("waitlist", {"day": "Mon"})]
+    assert all("waitlist" not in str(m.content) for m in llm.calls[1])
 
 
 def test_a_tool_result_with_status_error_is_a_failed_result() -> None:
