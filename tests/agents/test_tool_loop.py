@@ -236,6 +236,8 @@ def test_a_model_without_image_support_gets_a_note_instead_of_the_images() -> No
         (lambda: ToolResult("maybe", "x"), "'maybe'"),  # type: ignore[arg-type]
         (lambda: ToolResult("ok", "x", action={"type": "booking"}), "{'type': 'booking'}"),  # type: ignore[arg-type]
         (lambda: ToolResult("ok", "x", data=object()), "object"),
+        (lambda: ToolResult("ok", "x", data={"mean": float("nan")}), "{'mean': nan}"),  # JSON has no NaN
+        (lambda: ToolResult("ok", "x", data=[float("inf")]), "[inf]"),
         (lambda: ToolResult("ok", "x", images=[b"GIF? no"]), "images[0]"),
         (lambda: ToolResult("ok", "x", images=PNG), "list of images"),  # type: ignore[arg-type]
         (lambda: AgentAction("", {}), "''"),
