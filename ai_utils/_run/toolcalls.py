@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -130,13 +131,25 @@ def _context_values(context: Any) -> list[str]:
             found.append(text)
             if len(found) > _MAX_VALUES:
                 raise _TooLarge
-    return sorted({v for v in found if len(v) >= _MIN_SECRET}, key=len, reverse=True)
+    texts = {v for v in found if len(v) >= _MIN_SECRET}
+    # A message that quotes the context (`f"{ctx!r}"`, JSON) shows a value with its quotes and backslashes escaped.
+    texts.update(
+        [
+            quoted
+            for v in texts
+            for quoted in (repr(v)[1:-1], json.dumps(v)[1:-1], json.dumps(v, ensure_ascii=False)[1:-1])
+        ]
+    )
+    return sorted(texts, key=len, reverse=True)
 
 
 def error_text(error: BaseException, context: Any) -> str:
     """``"<ExceptionClass>: <message>"`` without context values or secret shapes, at most 2,000 characters."""
     name = type(error).__name__
-    message = str(error)
+    try:
+        message = str(error)
+    except Exception:  # the error's own __str__ is broken: the model still gets its class, and the run goes on
+        message = ""
     if message and context is not None:
         try:
             for value in _context_values(context):

@@ -124,6 +124,35 @@ def test_a_long_error_is_cut_to_2000_characters() -> None:
     assert len(result.text) == 2000 and result.text.startswith("ValueError: xxx")
 
 
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def test_an_error_whose_text_cannot_be_read_still_reaches_the_model() -> None:
+    def odd() -> str:
+        """Fail oddly."""
+        raise Unprintable()
+
+    llm = FakeChatModel([call("odd"), "It failed."])
+    assert Agent(llm=llm, tools=[odd]).invoke("x") == "It failed."
+    (result,) = tool_results(llm.calls[1])
+    assert result.status == "error" and result.text.startswith("Unprintable")
+
+
+def test_a_context_value_quoted_with_escapes_in_the_message_is_redacted_too() -> None:
+    quoted = Shop(token="it's-" + SENTINEL + "\\path")  # a repr escapes both the quote and the backslash
+
+    def charge(runtime: ToolRuntime[Shop]) -> str:
+        """Charge."""
+        raise RuntimeError(f"bad context {runtime.context!r} / {json.dumps(runtime.context.token)}")
+
+    llm = FakeChatModel([call("charge"), "ok"])
+    Agent(llm=llm, tools=[charge], context_schema=Shop).invoke("x", context=quoted)
+    (result,) = tool_results(llm.calls[1])
+    assert SENTINEL not in result.text and result.text.count("[REDACTED:context]") == 2, result.text
+
+
 def test_a_user_error_inside_a_tool_still_ends_the_run() -> None:
     def bad() -> ToolResult:
         """Return a result with a status that does not exist."""
