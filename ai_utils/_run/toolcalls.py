@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -130,13 +131,25 @@ def _context_values(context: Any) -> list[str]:
             found.append(text)
             if len(found) > _MAX_VALUES:
                 raise _TooLarge
-    return sorted({v for v in found if len(v) >= _MIN_SECRET}, key=len, reverse=True)
+    texts = {v for v in found if len(v) >= _MIN_SECRET}
+    # A message that quotes the context (`f"{ctx!r}"`, JSON) shows a value with its quotes and backslashes escaped.
+    texts.update(
+        [
+            quoted
+            for v in texts
+            for quoted in (repr(v)[1:-1], json.dumps(v)[1:-1], json.dumps(v, ensure_ascii=False)[1:-1])
+        ]
+    )
+    return sorted(texts, key=len, reverse=True)
 
 
 def error_text(error: BaseException, context: Any) -> str:
     """``"<ExceptionClass>: <message>"`` without context values or secret shapes, at most 2,000 characters."""
     name = type(error).__name__
-    message = str(error)
+    try:
+        message = str(error)
+    except Exception:  # the error's own __str__ is broken: the model still gets its class, and the run goes on
+        message = ""
     if message and context is not None:
         try:
             for value in _context_values(context):
@@ -203,21 +216,26 @@ def error_result(request: ToolCallRequest, error: BaseException) -> ToolMessage:
 
 
 def results_tool(tool: BaseTool, *, with_images: bool) -> BaseTool:
-    """A copy of ``tool`` (a ``StructuredTool``) that notes its errors and hands a `ToolResult` to `from_result`.
+    """A copy of ``tool`` that notes its errors and hands a `ToolResult` to `from_result`.
 
-    Other tools are returned unchanged; a tool that already returns ``(content, artifact)`` keeps doing so.
-    ``functools.wraps`` keeps the signature LangChain reads for injected ``config``/``callbacks``/runtime.
+    A ``StructuredTool`` gets wrapped functions; any other ``BaseTool`` (a subclass with its own ``_run``) becomes
+    an instance of a subclass that wraps ``_run``/``_arun`` (`_results_class`). A tool that already returns
+    ``(content, artifact)`` keeps doing so. ``functools.wraps`` keeps the signature LangChain reads for injected
+    ``config``/``callbacks``/runtime.
     """
-    if not isinstance(tool, StructuredTool):
-        return tool
     reads = tool.response_format == "content"
+    if not isinstance(tool, StructuredTool):
+        if not reads:
+            return tool
+        copy = tool.model_copy(update={"response_format": "content_and_artifact"})
+        # LangChain calls the class's `_run`/`_arun`; a subclass is the one place to put the wrapper.
+        object.__setattr__(copy, "__class__", _results_class(type(tool), with_images))
+        return copy
 
     def split(value: Any) -> Any:
         if not reads:
             return value
-        if isinstance(value, ToolResult):
-            return value.content(with_images=with_images), value
-        return value, None
+        return _split(value, with_images)
 
     update: dict[str, Any] = {"response_format": "content_and_artifact"} if reads else {}
     func, coroutine = tool.func, tool.coroutine
@@ -244,6 +262,47 @@ def results_tool(tool: BaseTool, *, with_images: bool) -> BaseTool:
 
         update["coroutine"] = arun
     return tool.model_copy(update=update)
+
+
+def _split(value: Any, with_images: bool) -> tuple[Any, ToolResult | None]:
+    if isinstance(value, ToolResult):
+        return value.content(with_images=with_images), value
+    return value, None
+
+
+@functools.cache
+def _results_class(base: type[BaseTool], with_images: bool) -> type[BaseTool]:
+    """A subclass of ``base`` whose ``_run`` (and own ``_arun``) note errors and return ``(content, ToolResult)``.
+
+    ``BaseTool._arun`` runs ``self._run`` in a thread: only an ``_arun`` of the tool's own is wrapped, so a
+    result is split once.
+    """
+    run = base._run
+
+    def _run(self: BaseTool, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return _split(run(self, *args, **kwargs), with_images)
+        except Exception as error:
+            _note(error)
+            raise
+
+    namespace: dict[str, Any] = {
+        "_run": functools.update_wrapper(_run, run),
+        "__module__": base.__module__,
+        "__qualname__": base.__qualname__,
+    }
+    if base._arun is not BaseTool._arun:
+        arun = base._arun
+
+        async def _arun(self: BaseTool, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return _split(await arun(self, *args, **kwargs), with_images)
+            except Exception as error:
+                _note(error)
+                raise
+
+        namespace["_arun"] = functools.update_wrapper(_arun, arun)
+    return type(base.__name__, (base,), namespace)
 
 
 def from_result(message: ToolMessage, record: RunRecord | None) -> ToolMessage:

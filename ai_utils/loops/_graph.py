@@ -45,6 +45,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Checkpointer, Command, GraphOutput
 from pydantic import BaseModel, ValidationError
+from pydantic_core import to_jsonable_python
 from typing_extensions import TypedDict
 
 from ai_utils._run.state import AgentState
@@ -62,6 +63,7 @@ from ai_utils.loops._steps import END as END_KEY
 from ai_utils.loops._steps import AgentStep, Otherwise, RequireTool, ToolStep, When
 from ai_utils.loops._store import LoopRunStore
 from ai_utils.loops._twins import Twin, adrive, drive
+from ai_utils.tools.results import ToolResult
 
 __all__ = ["HOOKS_START", "LoopState", "RunInfo", "build_graph", "error_state", "failure_of", "run_info"]
 
@@ -390,6 +392,16 @@ class _AgentNode(_Node):
         )
 
 
+def _tool_value(raw: Any) -> Any:
+    """A `ToolResult` as the JSON a model would see (``{"status", "message", "data"}``); other values as they are.
+
+    Its action and images have no place in the loop context (plain JSON data).
+    """
+    if isinstance(raw, ToolResult):
+        return {"status": raw.status, "message": raw.message, "data": to_jsonable_python(raw.data)}
+    return raw
+
+
 class _ToolNode(_Node):
     def __init__(self, run: _Run, key: str, tool: BaseTool, step: ToolStep, middleware: Sequence[Any]) -> None:
         super().__init__(run, key)
@@ -452,7 +464,7 @@ class _ToolNode(_Node):
         if not self.middleware:
             self._permit(args)
             raw = yield (lambda: self.tool.invoke(args, config), lambda: self.tool.ainvoke(args, config))
-            return self._saved(raw), {}
+            return self._saved(_tool_value(raw)), {}
         value = yield from self._wrapped(state, args, config)
         return value, {}
 
@@ -462,6 +474,7 @@ class _ToolNode(_Node):
         call_id = f"{run_info(state).get('run_id') or 'run'}:{self.key}"
 
         def answer(raw: Any) -> ToolMessage:
+            raw = _tool_value(raw)
             ran.append(raw)
             content = raw if isinstance(raw, str) else json.dumps(jsonable(raw), ensure_ascii=False, default=str)
             return ToolMessage(content, tool_call_id=call_id, name=self.step.tool)

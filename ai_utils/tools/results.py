@@ -87,7 +87,8 @@ class ToolResult:
     Attributes:
         status: ``"ok"`` or ``"error"`` (the tool result is then marked failed, as a raised error is).
         message: what happened, for the model.
-        data: JSON data for the model (pydantic models, dataclasses and dates are converted).
+        data: JSON data for the model (pydantic models, dataclasses and dates are converted; NaN and infinity
+            are not JSON).
         action: an `AgentAction` for the caller, collected on the run, never sent to the model.
         images: images for the model (bytes, base64 text or ``data:`` URLs; PNG, JPEG, GIF or WebP); a model
             whose profile says it takes no images in tool results gets a note instead.
@@ -116,7 +117,9 @@ class ToolResult:
             )
         try:
             data = to_jsonable_python(self.data)
-            text = json.dumps({"status": self.status, "message": self.message, "data": data}, ensure_ascii=False)
+            text = json.dumps(
+                {"status": self.status, "message": self.message, "data": data}, ensure_ascii=False, allow_nan=False
+            )
         except (PydanticSerializationError, TypeError, ValueError) as exc:
             raise UserError(
                 f"ToolResult(data=...) must be JSON data (dicts, lists, str, numbers, pydantic models), got "

@@ -12,6 +12,7 @@ import pytest
 from langchain.tools import ToolRuntime
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ai_utils import (
@@ -123,6 +124,35 @@ def test_a_long_error_is_cut_to_2000_characters() -> None:
     assert len(result.text) == 2000 and result.text.startswith("ValueError: xxx")
 
 
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def test_an_error_whose_text_cannot_be_read_still_reaches_the_model() -> None:
+    def odd() -> str:
+        """Fail oddly."""
+        raise Unprintable()
+
+    llm = FakeChatModel([call("odd"), "It failed."])
+    assert Agent(llm=llm, tools=[odd]).invoke("x") == "It failed."
+    (result,) = tool_results(llm.calls[1])
+    assert result.status == "error" and result.text.startswith("Unprintable")
+
+
+def test_a_context_value_quoted_with_escapes_in_the_message_is_redacted_too() -> None:
+    quoted = Shop(token="it's-" + SENTINEL + "\\path")  # a repr escapes both the quote and the backslash
+
+    def charge(runtime: ToolRuntime[Shop]) -> str:
+        """Charge."""
+        raise RuntimeError(f"bad context {runtime.context!r} / {json.dumps(runtime.context.token)}")
+
+    llm = FakeChatModel([call("charge"), "ok"])
+    Agent(llm=llm, tools=[charge], context_schema=Shop).invoke("x", context=quoted)
+    (result,) = tool_results(llm.calls[1])
+    assert SENTINEL not in result.text and result.text.count("[REDACTED:context]") == 2, result.text
+
+
 def test_a_user_error_inside_a_tool_still_ends_the_run() -> None:
     def bad() -> ToolResult:
         """Return a result with a status that does not exist."""
@@ -158,6 +188,39 @@ def test_a_tool_result_reaches_the_model_as_json_and_its_action_reaches_the_call
     assert result.status == "success" and result.artifact is None
     assert run.actions == [AgentAction("booking", {"day": "Mon"})]
     assert all("booking" not in str(m.content) for m in llm.calls[1])
+
+
+class Booker(BaseTool):
+    """A tool written as a `BaseTool` subclass (not a function), as tool libraries ship them."""
+
+    name: str = "book"
+    description: str = "Book a day."
+
+    def _run(self, day: str) -> ToolResult:
+        return book(day)
+
+    async def _arun(self, day: str) -> ToolResult:
+        return ToolResult("error", f"No slot on {day}.", action=AgentAction("waitlist", {"day": day}))
+
+
+def test_a_base_tool_subclass_may_return_a_tool_result_too() -> None:
+    llm = FakeChatModel([call("book", day="Mon"), "Done."])
+    run = Agent(llm=llm, tools=[Booker()]).invoke("Book", details=True)
+    (result,) = tool_results(llm.calls[1])
+    assert json.loads(result.text) == {"status": "ok", "message": "Proposed Mon.", "data": {"day": "Mon"}}
+    assert result.status == "success" and result.artifact is None
+    assert run.actions == [AgentAction("booking", {"day": "Mon"})]
+    assert all("booking" not in str(m.content) for m in llm.calls[1])
+
+
+async def test_a_base_tool_subclass_runs_its_own_arun_once_in_async_runs() -> None:
+    llm = FakeChatModel([call("book", day="Mon"), "Done."])
+    run = await Agent(llm=llm, tools=[Booker()]).ainvoke("Book", details=True)
+    (result,) = tool_results(llm.calls[1])
+    assert json.loads(result.text) == {"status": "error", "message": "No slot on Mon.", "data": None}
+    assert result.status == "error" and result.artifact is None
+    assert run.actions == [AgentAction("waitlist", {"day": "Mon"})]
+    assert all("waitlist" not in str(m.content) for m in llm.calls[1])
 
 
 def test_a_tool_result_with_status_error_is_a_failed_result() -> None:
@@ -202,6 +265,8 @@ def test_a_model_without_image_support_gets_a_note_instead_of_the_images() -> No
         (lambda: ToolResult("maybe", "x"), "'maybe'"),  # type: ignore[arg-type]
         (lambda: ToolResult("ok", "x", action={"type": "booking"}), "{'type': 'booking'}"),  # type: ignore[arg-type]
         (lambda: ToolResult("ok", "x", data=object()), "object"),
+        (lambda: ToolResult("ok", "x", data={"mean": float("nan")}), "{'mean': nan}"),  # JSON has no NaN
+        (lambda: ToolResult("ok", "x", data=[float("inf")]), "[inf]"),
         (lambda: ToolResult("ok", "x", images=[b"GIF? no"]), "images[0]"),
         (lambda: ToolResult("ok", "x", images=PNG), "list of images"),  # type: ignore[arg-type]
         (lambda: AgentAction("", {}), "''"),

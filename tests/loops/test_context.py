@@ -11,10 +11,12 @@ from langchain_core.tools import tool
 from pydantic import BaseModel
 
 from ai_utils import (
+    AgentAction,
     FakeChatModel,
     LoopError,
     LoopResult,
     LoopRunner,
+    ToolResult,
     UserError,
     agent_step,
     ctx,
@@ -193,6 +195,22 @@ def test_payloads_in_context_values_are_data_not_code(tmp_path: Path, monkeypatc
     assert branch == "yes"  # compared as strings, nothing else
     assert not (tmp_path / "PWNED").exists()
     assert json.dumps(out.context)  # the context stays plain JSON data
+
+
+def test_a_tool_steps_tool_result_is_stored_as_the_json_the_model_would_see() -> None:
+    @tool
+    def find(order_id: str) -> ToolResult:
+        """Find an order."""
+        return ToolResult("error", f"No order {order_id}.", data={"id": order_id}, action=AgentAction("nav", {}))
+
+    loop = define_loop(
+        "f",
+        start="a",
+        steps={"a": tool_step("find", input={"order_id": ctx("request.id")}, next="end")},
+        permissions=ALLOW,
+    )
+    out = LoopRunner(loop, tools=[find]).invoke({"request": {"id": "Z"}}, thread_id="t")
+    assert out.context["a"] == {"status": "error", "message": "No order Z.", "data": {"id": "Z"}}
 
 
 def test_a_tool_step_whose_tool_raises_fails_the_run_with_a_loop_error() -> None:
