@@ -16,6 +16,7 @@ agent.invoke(thread_id="t", decisions=[approve_decision(), reject_decision("Not 
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -115,7 +116,8 @@ def approve_all(interrupt: InterruptEvent | InterruptBatch) -> list[Decision]:
     if not is_interrupt(interrupt):
         raise UserError(
             f"approve_all() takes the interrupt chunk a run returned ({{'kind': 'interrupt', ...}}), got "
-            f"{interrupt!r}. Check the result with `is_interrupt(result)` first."
+            f"{type(interrupt).__name__} {reprlib.repr(interrupt)}. Check the result with `is_interrupt(result)` "
+            "first (a raw graph result: `map_result_to_interrupt(result)`)."
         )
     items = interrupt.get("items")
     return [approve_decision() for _ in (items if isinstance(items, list) else [interrupt])]

@@ -80,6 +80,10 @@ def test_the_decision_builders_give_the_forms_the_mapper_takes() -> None:
         respond_decision(None)  # type: ignore[arg-type]
     with pytest.raises(UserError, match="is_interrupt"):
         approve_all("Erledigt.")  # type: ignore[arg-type]
+    # A whole raw result (every message of the run) is not quoted back: only a bounded preview.
+    with pytest.raises(UserError, match="map_result_to_interrupt") as raised:
+        approve_all({"messages": ["x" * 5000] * 50})  # type: ignore[arg-type]
+    assert len(str(raised.value)) < 600
 
 
 def test_one_decision_for_two_pending_calls_is_refused_and_approve_all_runs_both() -> None:
