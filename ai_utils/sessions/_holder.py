@@ -107,7 +107,7 @@ class Holder:
         key = (self.pid, self.start)
         now = time.monotonic()
         seen = _alive.get(key)
-        if seen is not None and now - seen <= seen_within:
+        if seen_within > 0 and seen is not None and now - seen <= seen_within:  # 0: always look
             return False
         dead = self._dead_now()
         if dead:

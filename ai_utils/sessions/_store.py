@@ -49,9 +49,12 @@ def lease_seconds_of(value: object) -> float:
         except OverflowError:  # an int past float range
             lease = math.inf
     if not (math.isfinite(lease) and lease > 0):
-        raise UserError(
-            f"lease_seconds must be a positive, finite number of seconds, got {reprlib.repr(value)}; e.g. 30.0."
-        )
+        # repr() of an int past Python's digit limit raises: such a value is named by its size.
+        if isinstance(value, int) and value.bit_length() > 256:
+            shown = f"an int of {value.bit_length()} bits"
+        else:
+            shown = reprlib.repr(value)
+        raise UserError(f"lease_seconds must be a positive, finite number of seconds, got {shown}; e.g. 30.0.")
     return lease
 
 

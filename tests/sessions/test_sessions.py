@@ -359,6 +359,11 @@ def test_a_lease_that_is_not_a_positive_finite_number_of_seconds_is_refused(tmp_
         postgres_sessions("postgresql://nobody@127.0.0.1:9/none", lease_seconds=lease)
 
 
+def test_a_lease_of_an_int_past_the_digit_limit_is_named_by_its_size(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="an int of 16610 bits"):
+        sqlite_sessions(tmp_path / "s.db", lease_seconds=10**5000)
+
+
 def test_steers_past_64_queued_are_refused(store: SessionStore) -> None:
     started = threading.Event()
     agent = Agent(llm=_slow_words(1, delay=30, started=started), sessions=store)
