@@ -29,6 +29,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from _session_work import blocking_tool, worker_model
 from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
@@ -230,29 +231,14 @@ def test_a_steer_joins_the_running_turns_next_model_call_on_postgres(postgres_ur
 
 
 def test_a_rejected_prompt_leaves_its_connection_fit_for_prepared_statements(postgres_uri: str) -> None:
-    from langchain_core.tools import tool
-
     from ai_utils import SessionBusyError
 
     started, release = threading.Event(), threading.Event()
 
-    @tool
-    async def work(task: str) -> str:
-        """Do some work."""
-        started.set()
-        while not release.is_set():
-            await asyncio.sleep(0.02)
-        return f"{task} done"
-
-    def reply(messages: list[BaseMessage], tools: list[Any]) -> Any:
-        if isinstance(messages[-1], HumanMessage) and messages[-1].text.startswith("work"):
-            return {"tool_calls": [{"name": "work", "args": {"task": messages[-1].text}}]}
-        return "ok"
-
     # One connection: the rejected prompt's is the one every later statement (and psycopg's prepares) runs on.
     store = postgres_sessions(postgres_uri, lease_seconds=5, min_size=1, max_size=1)
     try:
-        agent = Agent(llm=FunctionChatModel(reply), tools=[durable_tool(work, idempotent=False)], sessions=store)
+        agent = Agent(llm=worker_model([]), tools=[blocking_tool(started, release)], sessions=store)
         session = agent.session()
         running = session.prompt("work hard")
         assert started.wait(30)
@@ -262,7 +248,7 @@ def test_a_rejected_prompt_leaves_its_connection_fit_for_prepared_statements(pos
         release.set()
         assert running.result(timeout=30).stop_reason == "end_turn"
         for n in range(8):  # past psycopg's prepare threshold (5): the same statements run prepared
-            assert session.prompt(f"ping {n}").result(timeout=30).output == "ok"
+            assert session.prompt(f"ping {n}").result(timeout=30).output == f"answer to 'ping {n}'"
     finally:
         release.set()
         store.close()  # type: ignore[attr-defined]

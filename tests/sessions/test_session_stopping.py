@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _session_work import blocking_tool, worker_model
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
 
 from ai_utils import Agent, SessionBusyError, UserError, durable_tool, memory_sessions
 from ai_utils.client import is_turn_event
@@ -165,32 +165,9 @@ def test_a_model_that_hits_its_limit_or_refuses_ends_the_turn_so(
     assert (result.stop_reason, result.output) == (stop, "partial answ")
 
 
-def _blocking_tool(started: threading.Event, release: threading.Event) -> Any:
-    @tool
-    async def work(task: str) -> str:
-        """Do some work."""
-        started.set()
-        while not release.is_set():
-            await asyncio.sleep(0.02)
-        return f"{task} done"
-
-    return durable_tool(work, idempotent=False)
-
-
-def _worker_model(seen: list[list[BaseMessage]]) -> FunctionChatModel:
-    def reply(messages: list[BaseMessage], tools: list[Any]) -> Any:
-        seen.append(list(messages))
-        last = messages[-1]
-        if isinstance(last, HumanMessage) and last.text.startswith("work"):
-            return {"tool_calls": [{"name": "work", "args": {"task": last.text}}]}
-        return f"answer to {[m.text for m in messages if isinstance(m, HumanMessage)][-1]!r}"
-
-    return FunctionChatModel(reply)
-
-
 def test_on_busy_reject_raises_and_stores_nothing(store: SessionStore) -> None:
     started, release = threading.Event(), threading.Event()
-    agent = Agent(llm=_worker_model([]), tools=[_blocking_tool(started, release)], sessions=store)
+    agent = Agent(llm=worker_model([]), tools=[blocking_tool(started, release)], sessions=store)
     s = agent.session()
     running = s.prompt("work hard")
     assert started.wait(30)
@@ -212,7 +189,7 @@ def test_on_busy_reject_raises_and_stores_nothing(store: SessionStore) -> None:
 def test_on_busy_interrupt_and_rollback_cancel_the_running_turn_at_once(store: SessionStore, strategy: str) -> None:
     started, release = threading.Event(), threading.Event()
     seen: list[list[BaseMessage]] = []
-    agent = Agent(llm=_worker_model(seen), tools=[_blocking_tool(started, release)], sessions=store)
+    agent = Agent(llm=worker_model(seen), tools=[blocking_tool(started, release)], sessions=store)
     s = agent.session()
     s.prompt("hello").result()
     running = s.prompt("work on the report")
@@ -239,7 +216,7 @@ def test_on_busy_interrupt_and_rollback_cancel_the_running_turn_at_once(store: S
 
 def test_on_busy_enqueue_keeps_order(store: SessionStore) -> None:
     started, release = threading.Event(), threading.Event()
-    agent = Agent(llm=_worker_model([]), tools=[_blocking_tool(started, release)], sessions=store)
+    agent = Agent(llm=worker_model([]), tools=[blocking_tool(started, release)], sessions=store)
     s = agent.session()
     first = s.prompt("work first")
     assert started.wait(30)
